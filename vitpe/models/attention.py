@@ -1,0 +1,66 @@
+"""Multi-head self-attention and the pre-norm Transformer block, both PE-agnostic.
+
+Shapes: B batch, T tokens (prefix + grid), D width, nH heads, Dh = D / nH head dim.
+The block never knows which PE it hosts: it calls the PE's three hooks (see :mod:`vitpe.pe.base`) and
+``torch.nn.functional.scaled_dot_product_attention`` does the rest (a logits-site bias goes in as a float mask).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from timm.layers import DropPath, Mlp
+from torch import nn
+
+from vitpe.pe.base import PositionEncoding
+
+
+class Attention(nn.Module):
+    """Self-attention with PE hooks. ``key_mask`` is an optional additive float mask (B, 1, 1, T) for padding."""
+
+    def __init__(self, dim: int, heads: int, qkv_bias: bool = True, attn_drop: float = 0.0, proj_drop: float = 0.0):
+        super().__init__()
+        if dim % heads:
+            raise ValueError(f"dim {dim} is not divisible by heads {heads}")
+        self.heads, self.head_dim = heads, dim // heads
+        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
+        self.attn_drop = attn_drop
+        self.proj = nn.Linear(dim, dim)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def forward(self, x: torch.Tensor, pe: PositionEncoding, state: Any, layer: int,
+                key_mask: torch.Tensor | None = None) -> torch.Tensor:
+        B, T, D = x.shape
+        qkv = self.qkv(x).reshape(B, T, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (3, B, nH, T, Dh)
+        q, k = pe.rotate(qkv[:2], state, layer).unbind(0)  # 2 x (B, nH, T, Dh)
+        mask = pe.attention_bias(state, layer)  # (nH, T, T) or None
+        if mask is not None:
+            mask = mask.to(q.dtype)
+        if key_mask is not None:
+            mask = key_mask.to(q.dtype) if mask is None else mask + key_mask.to(q.dtype)  # (B, nH, T, T)
+        x = F.scaled_dot_product_attention(
+            q, k, qkv[2], attn_mask=mask, dropout_p=self.attn_drop if self.training else 0.0
+        )  # (B, nH, T, Dh)
+        x = x.transpose(1, 2).reshape(B, T, D)  # (B, T, D)
+        return self.proj_drop(self.proj(x))
+
+
+class Block(nn.Module):
+    """Pre-norm Transformer block: ``x + attn(norm1(x))``, then ``x + mlp(norm2(x))``, with stochastic depth."""
+
+    def __init__(self, dim: int, heads: int, mlp_ratio: float = 4.0, qkv_bias: bool = True, drop: float = 0.0,
+                 attn_drop: float = 0.0, drop_path: float = 0.0):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.attn = Attention(dim, heads, qkv_bias=qkv_bias, attn_drop=attn_drop, proj_drop=drop)
+        self.drop_path1 = DropPath(drop_path) if drop_path > 0 else nn.Identity()
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = Mlp(dim, hidden_features=int(dim * mlp_ratio), act_layer=nn.GELU, drop=drop)
+        self.drop_path2 = DropPath(drop_path) if drop_path > 0 else nn.Identity()
+
+    def forward(self, x: torch.Tensor, pe: PositionEncoding, state: Any, layer: int,
+                key_mask: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.drop_path1(self.attn(self.norm1(x), pe, state, layer, key_mask))
+        return x + self.drop_path2(self.mlp(self.norm2(x)))

@@ -1,0 +1,160 @@
+"""The Vision Transformer backbone with a pluggable position encoding.
+
+Shape legend: B batch, C channels, H x W image, p patch size, (gh, gw) = (H / p, W / p) patch grid, N = gh * gw
+patch tokens, P prefix tokens (1 with a class token, else 0), T = P + N, D width, nH heads, Dh = D / nH.
+
+The model knows only the PE *interface* (:class:`vitpe.pe.PositionEncoding`): once per forward it asks the PE for its
+grid state, then hands that state to every block. Any image size divisible by the patch size works; the PE adapts
+to the new grid in its resize mode (``interpolate`` or ``extrapolate``, see :mod:`vitpe.pe.grid`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+from timm.layers import PatchEmbed, trunc_normal_
+from torch import nn
+
+import vitpe.pe
+from vitpe.models.attention import Block
+from vitpe.pe.grid import check_resize_mode
+
+POOLS = ("cls", "mean")
+
+
+def _pair(size: int | Sequence[int]) -> tuple[int, int]:
+    pair = (size, size) if isinstance(size, int) else tuple(size)
+    if len(pair) != 2 or any(int(s) < 1 for s in pair):
+        raise ValueError(f"expected an int or an (h, w) pair of positive ints, got {size!r}")
+    return int(pair[0]), int(pair[1])
+
+
+class ViT(nn.Module):
+    """ViT with any registered position encoding.
+
+    Args:
+        img_size: reference image size, int or (H, W); sets the PE's reference grid.
+        patch_size: square patch side p (H and W of every input must be divisible by it).
+        in_chans, num_classes: input channels and classifier outputs (0 = no head, return features).
+        dim, depth, heads, mlp_ratio: width D, blocks, heads nH, MLP hidden = mlp_ratio * D.
+        pe: registered PE name (see ``vitpe.pe.available()``); ``pe_options``: its own options as a dict.
+        pe_resize: ``"interpolate"`` or ``"extrapolate"``, how the PE acts at a grid other than the reference.
+        pool: ``"cls"`` (class token) or ``"mean"`` (average of patch tokens).
+        class_token: add a class token; defaults to ``pool == "cls"``.
+        drop_rate, attn_drop_rate, drop_path: dropout after MLP/projections and before the head, attention dropout,
+            stochastic depth (linearly increasing over depth up to this value).
+        qkv_bias: bias on the qkv projection.
+    """
+
+    def __init__(
+        self,
+        img_size: int | Sequence[int] = 32,
+        patch_size: int = 4,
+        in_chans: int = 3,
+        num_classes: int = 10,
+        dim: int = 192,
+        depth: int = 6,
+        heads: int = 3,
+        mlp_ratio: float = 4.0,
+        pe: str = "learnable",
+        pe_options: dict[str, Any] | None = None,
+        pe_resize: str = "interpolate",
+        pool: str = "cls",
+        class_token: bool | None = None,
+        drop_rate: float = 0.0,
+        attn_drop_rate: float = 0.0,
+        drop_path: float = 0.0,
+        qkv_bias: bool = True,
+    ) -> None:
+        super().__init__()
+        if pool not in POOLS:
+            raise ValueError(f"unknown pool {pool!r}; choose one of {list(POOLS)}")
+        class_token = pool == "cls" if class_token is None else class_token
+        if pool == "cls" and not class_token:
+            raise ValueError("pool='cls' needs class_token=True")
+        self.img_size = _pair(img_size)
+        if patch_size < 1:
+            raise ValueError(f"patch_size must be positive, got {patch_size}")
+        self.patch_size = patch_size
+        self.grid = self.patch_grid(self.img_size)
+        self.pool = pool
+        self.num_classes = num_classes
+        self.in_chans = in_chans
+        self.num_features = self.embed_dim = dim
+        self.num_prefix_tokens = int(class_token)
+
+        self.patch_embed = PatchEmbed(self.img_size, patch_size, in_chans, dim, output_fmt="NHWC",
+                                      strict_img_size=False)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if class_token else None
+        self.pe = vitpe.pe.build(pe, dim=dim, heads=heads, depth=depth, grid=self.grid,
+                                 num_prefix_tokens=self.num_prefix_tokens, resize=check_resize_mode(pe_resize),
+                                 **(pe_options or {}))
+        rates = torch.linspace(0, drop_path, depth).tolist()
+        self.blocks = nn.ModuleList(
+            Block(dim, heads, mlp_ratio, qkv_bias=qkv_bias, drop=drop_rate, attn_drop=attn_drop_rate, drop_path=r)
+            for r in rates
+        )
+        self.norm = nn.LayerNorm(dim)
+        self.head_drop = nn.Dropout(drop_rate)
+        self.head = nn.Linear(dim, num_classes) if num_classes > 0 else nn.Identity()
+        self.apply(self._init_weights)
+        if self.cls_token is not None:
+            nn.init.normal_(self.cls_token, std=1e-6)
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            trunc_normal_(module.weight, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    # ------------------------------------------------------------------------------------------------- resolution
+    def patch_grid(self, img_size: tuple[int, int]) -> tuple[int, int]:
+        """The patch grid (gh, gw) of an (H, W) image; ``ValueError`` naming the patch size if it does not divide."""
+        h, w = img_size
+        if h % self.patch_size or w % self.patch_size:
+            raise ValueError(
+                f"image size {h}x{w} is not divisible by the patch size {self.patch_size}; resize or crop the "
+                f"images to a multiple of {self.patch_size} (e.g. {h - h % self.patch_size or self.patch_size}x"
+                f"{w - w % self.patch_size or self.patch_size})"
+            )
+        return h // self.patch_size, w // self.patch_size
+
+    def set_pe_resize(self, mode: str) -> None:
+        """Switch how the PE acts at grids other than the reference: ``"interpolate"`` or ``"extrapolate"``."""
+        self.pe.resize = mode
+
+    def no_weight_decay(self) -> set[str]:
+        """Parameter names excluded from weight decay (timm convention): class token and PE tables/frequencies."""
+        names = {f"pe.{n}" for n in self.pe.no_weight_decay()}
+        return names | ({"cls_token"} if self.cls_token is not None else set())
+
+    # ---------------------------------------------------------------------------------------------------- forward
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, C, H, W) -> normalised tokens (B, T, D)."""
+        if x.dim() != 4:
+            raise ValueError(f"expected images of shape (B, C, H, W), got a tensor of shape {tuple(x.shape)}")
+        if x.shape[1] != self.in_chans:
+            raise ValueError(f"expected {self.in_chans} input channels, got images of shape {tuple(x.shape)}")
+        grid = self.patch_grid((x.shape[-2], x.shape[-1]))
+        x = self.patch_embed(x).flatten(1, 2)  # (B, gh, gw, D) -> (B, N, D)
+        if self.cls_token is not None:
+            x = torch.cat((self.cls_token.expand(x.shape[0], -1, -1), x), dim=1)  # (B, T, D)
+        state = self.pe.prepare(grid)
+        for layer, block in enumerate(self.blocks):
+            x = self.pe.add_to_tokens(x, state, layer)
+            x = block(x, self.pe, state, layer)
+        return self.norm(x)
+
+    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        """Pool tokens (B, T, D) -> (B, D) and classify -> (B, num_classes)."""
+        x = x[:, 0] if self.pool == "cls" else x[:, self.num_prefix_tokens:].mean(dim=1)
+        x = self.head_drop(x)
+        return x if pre_logits else self.head(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward_head(self.forward_features(x))

@@ -1,0 +1,33 @@
+"""Position encodings for Transformers on 1D and 2D grids, all behind one interface.
+
+>>> import vitpe.pe
+>>> vitpe.pe.available()                                   # registered names
+>>> pe = vitpe.pe.build("rope_axial", dim=192, heads=3, depth=6, grid=(8, 8), num_prefix_tokens=1)
+>>> state = pe.prepare((8, 8))                             # once per forward
+>>> q = pe.rotate(q, state, layer)                         # inside attention
+
+See :mod:`vitpe.pe.base` for the interface and :mod:`vitpe.pe.grid` for the resize modes.
+"""
+
+from vitpe.pe import (  # noqa: F401  (each module registers its encoding)
+    alibi,
+    cpb,
+    learnable,
+    none,
+    peg,
+    relbias,
+    rope_axial,
+    rope_mixed,
+    separable,
+    sincos,
+    t5bias,
+)
+from vitpe.pe.base import SITES, PositionEncoding, ResizeError
+from vitpe.pe.grid import RESIZE_MODES, Grid
+from vitpe.pe.registry import available, build, get, options, register
+from vitpe.pe.resample import resample_table
+
+__all__ = [
+    "SITES", "RESIZE_MODES", "Grid", "PositionEncoding", "ResizeError",
+    "available", "build", "get", "options", "register", "resample_table",
+]

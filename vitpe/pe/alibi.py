@@ -1,0 +1,49 @@
+"""``alibi`` -- Attention with Linear Biases: a fixed per-head penalty proportional to distance.
+
+Paper: Press et al., "Train Short, Test Long" (ICLR 2022); the 2D Euclidean form follows CROMA (Fuller et al., 2023).
+Site: logits. No parameters; the bias (nH, N, N) is cached per grid.
+
+``bias[h, i, j] = -slope_h * dist(i, j)``, with ``dist = |i - j|`` in 1D and the Euclidean distance between patch
+centres in 2D (in reference units, see ``grid.py``). This is the full symmetric matrix an encoder needs (the original
+causal shortcut does not apply). Slopes for n heads (n a power of 2): ``2^(-8 i / n)``, i = 1..n; otherwise the slopes
+of the largest power of two c < n, then every other slope of 2c until n are filled (see :func:`alibi_slopes`).
+Resize: ``interpolate`` shrinks distances by reference / new; ``extrapolate`` keeps them (ALiBi's intended use).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from vitpe.pe.grid import Grid, relative_index, relative_offsets
+from vitpe.pe.registry import register
+from vitpe.pe.sites import BiasEncoding, gather_relative
+
+
+def alibi_slopes(heads: int) -> torch.Tensor:
+    """ALiBi head slopes, float32 of shape (heads,)."""
+
+    def power_of_two(n: int) -> list[float]:
+        return [2.0 ** (-8.0 * i / n) for i in range(1, n + 1)]
+
+    if heads & (heads - 1) == 0:
+        return torch.tensor(power_of_two(heads))
+    c = 2 ** math.floor(math.log2(heads))
+    return torch.tensor(power_of_two(c) + power_of_two(2 * c)[0::2][: heads - c])
+
+
+@register("alibi")
+class ALiBi(BiasEncoding):
+    """ALiBi with Euclidean distance on 2D grids. No options."""
+
+    def __init__(self, **common: Any) -> None:
+        super().__init__(**common)
+        self.register_buffer("slopes", alibi_slopes(self.heads), persistent=False)  # (nH,)
+
+    def bias(self, grid: Grid) -> torch.Tensor:
+        offsets = relative_offsets(grid, self.grid, self.resize, self.device)  # (*extent, ndim)
+        distance = offsets.reshape(-1, len(grid)).norm(dim=-1)  # (T,)
+        table = -distance[:, None] * self.slopes  # (T, nH)
+        return gather_relative(table, relative_index(grid, device=self.device))  # (nH, N, N)

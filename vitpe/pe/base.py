@@ -1,0 +1,170 @@
+"""The position-encoding interface: one base class, three sites, three hooks.
+
+Every PE acts at exactly one *site* of a Transformer:
+
+========  =====================================================  ==========================================
+site      hook (default: do nothing)                             shapes
+========  =====================================================  ==========================================
+tokens    ``add_to_tokens(x, state, layer) -> x``                x: (B, P + N, D), called before block ``layer``
+qk        ``rotate(x, state, layer) -> x``                        x: (..., nH, P + N, Dh), applied to q and to k
+logits    ``attention_bias(state, layer) -> (nH, P+N, P+N)``      added to the attention scores (a float mask)
+========  =====================================================  ==========================================
+
+``P`` is the number of prefix tokens (e.g. a class token), which no PE moves: they get no position, no rotation and a
+zero bias. ``N`` is the number of grid tokens. A model calls ``state = pe.prepare(grid)`` once per forward -- the work
+that depends only on the grid (tables, rotations, bias matrices) -- and hands ``state`` to every block's hooks. A PE
+without parameters is a pure function of ``(grid, resize mode)``, so its state is cached per grid.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, ClassVar
+
+import torch
+from torch import nn
+
+from vitpe.pe.grid import Grid, as_grid, check_resize_mode
+
+SITES = ("none", "tokens", "qk", "logits")
+_CACHE_SIZE = 32
+
+
+class ResizeError(ValueError):
+    """A PE cannot work at the requested grid in the requested resize mode (e.g. extrapolating a learned table)."""
+
+
+class PositionEncoding(nn.Module):
+    """Base class of every PE. Subclasses set ``site``, may restrict ``grid_dims`` and override the hooks.
+
+    Args:
+        dim: model width D (token-site PEs produce D channels).
+        heads: number of attention heads nH (D must be divisible by nH; Dh = D / nH).
+        depth: number of Transformer blocks (per-layer PEs hold one parameter set per block).
+        grid: reference grid, ``(L,)`` for sequences or ``(gh, gw)`` for images.
+        num_prefix_tokens: P, tokens in front of the grid tokens that carry no position (class token, registers).
+        resize: ``"interpolate"`` or ``"extrapolate"``, how to act at a grid other than the reference (see ``grid.py``).
+    """
+
+    site: ClassVar[str] = "none"
+    grid_dims: ClassVar[tuple[int, ...]] = (1, 2)
+    name: ClassVar[str] = ""
+
+    def __init__(
+        self,
+        *,
+        dim: int,
+        heads: int,
+        depth: int,
+        grid: int | tuple[int, ...],
+        num_prefix_tokens: int = 0,
+        resize: str = "interpolate",
+    ) -> None:
+        super().__init__()
+        label = self.name or type(self).__name__
+        if dim < 1 or heads < 1 or depth < 1 or num_prefix_tokens < 0:
+            raise ValueError(f"{label}: dim, heads, depth must be >= 1 and num_prefix_tokens >= 0")
+        if dim % heads:
+            raise ValueError(f"{label}: dim {dim} is not divisible by heads {heads}")
+        self.grid = as_grid(grid)
+        if len(self.grid) not in self.grid_dims:
+            kinds = " or ".join(f"{d}D" for d in self.grid_dims)
+            raise ValueError(f"{label} works on {kinds} grids only; got the {len(self.grid)}D grid {self.grid}")
+        self.dim, self.heads, self.depth = dim, heads, depth
+        self.head_dim = dim // heads
+        self.num_prefix_tokens = num_prefix_tokens
+        self._resize = check_resize_mode(resize)
+        # Persistent so that a state dict records the grid its tables were learned on (used when loading elsewhere).
+        self.register_buffer("reference_grid", torch.tensor(self.grid, dtype=torch.long), persistent=True)
+        self._cache: dict[Any, Any] = {}
+
+    # ----------------------------------------------------------------------------------------------- configuration
+    @property
+    def resize(self) -> str:
+        return self._resize
+
+    @resize.setter
+    def resize(self, mode: str) -> None:
+        self._resize = check_resize_mode(mode)
+
+    @property
+    def device(self) -> torch.device:
+        return self.reference_grid.device
+
+    def check_grid(self, grid: int | tuple[int, ...]) -> Grid:
+        grid = as_grid(grid)
+        if len(grid) != len(self.grid):
+            raise ValueError(f"{self.name} was built for the {len(self.grid)}D grid {self.grid}; got the grid {grid}")
+        return grid
+
+    # ------------------------------------------------------------------------------------------------------ hooks
+    def prepare(self, grid: int | tuple[int, ...]) -> Any:
+        """Everything that depends only on ``grid``; call once per forward and pass the result to the hooks."""
+        grid = self.check_grid(grid)
+        if any(True for _ in self.parameters()):
+            return self._prepare(grid)
+        return self.cached(("state", grid, self.resize), lambda: self._prepare(grid))
+
+    def _prepare(self, grid: Grid) -> Any:
+        return None
+
+    def add_to_tokens(self, x: torch.Tensor, state: Any, layer: int) -> torch.Tensor:
+        """Tokens site: ``x`` (B, P + N, D) before block ``layer``; returns the same shape."""
+        return x
+
+    def rotate(self, x: torch.Tensor, state: Any, layer: int) -> torch.Tensor:
+        """q,k site: rotate ``x`` (..., nH, P + N, Dh), queries or keys of block ``layer``; prefix tokens untouched."""
+        return x
+
+    def attention_bias(self, state: Any, layer: int) -> torch.Tensor | None:
+        """Logits site: float bias (nH, P + N, P + N) added to block ``layer``'s attention scores, or None."""
+        return None
+
+    def no_weight_decay(self) -> set[str]:
+        """Names (relative to this module) of parameters to exclude from weight decay: all PE parameters by default."""
+        return {name for name, _ in self.named_parameters()}
+
+    # ------------------------------------------------------------------------------------------------- caching
+    def cached(self, key: Any, build: Callable[[], Any]) -> Any:
+        """Return ``build()`` memoised under ``key``; built outside autograd and inference mode, on this device."""
+        if key not in self._cache:
+            if len(self._cache) >= _CACHE_SIZE:
+                self._cache.clear()
+            with torch.inference_mode(False), torch.no_grad():
+                self._cache[key] = build()
+        return self._cache[key]
+
+    def _apply(self, fn: Callable, *args: Any, **kwargs: Any) -> "PositionEncoding":
+        self._cache.clear()  # cached tables must follow .to(device) / .half(): rebuild them lazily
+        return super()._apply(fn, *args, **kwargs)
+
+    # ------------------------------------------------------------------------------------- loading across grids
+    def resample_loaded(self, state_dict: dict[str, torch.Tensor], prefix: str, old_grid: Grid) -> None:
+        """Rewrite, in ``state_dict``, the grid-shaped tensors saved at ``old_grid`` for this PE's grid."""
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs) -> None:  # noqa: D401 (torch hook signature)
+        key = prefix + "reference_grid"
+        if key in state_dict:
+            old_grid = tuple(int(v) for v in state_dict[key].reshape(-1).tolist())
+            if len(old_grid) != len(self.grid):
+                error_msgs.append(f"{key}: saved for the {len(old_grid)}D grid {old_grid}, this {self.name} "
+                                  f"is built for the {len(self.grid)}D grid {self.grid}")
+            elif old_grid != self.grid:
+                self.resample_loaded(state_dict, prefix, old_grid)
+                state_dict[key] = self.reference_grid.clone()
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+
+    def extra_repr(self) -> str:
+        return (f"site={self.site}, grid={self.grid}, dim={self.dim}, heads={self.heads}, depth={self.depth}, "
+                f"prefix={self.num_prefix_tokens}, resize={self.resize}")
+
+
+def pad_prefix(x: torch.Tensor, num_prefix: int, dims: tuple[int, ...] = (-2,)) -> torch.Tensor:
+    """Zero-pad each token dimension in ``dims`` of ``x`` at the front by ``num_prefix`` (prefix tokens get nothing)."""
+    if num_prefix == 0:
+        return x
+    pad = [0] * (2 * x.dim())  # F.pad order: (left, right) of the last dim first
+    for d in dims:
+        pad[2 * (x.dim() - 1 - d % x.dim())] = num_prefix
+    return torch.nn.functional.pad(x, pad)

@@ -1,0 +1,45 @@
+"""``learnable`` -- a learned absolute table over all grid positions.
+
+Paper: Dosovitskiy et al., "An Image is Worth 16x16 Words" (ICLR 2021), as in ViT/timm (trunc-normal init, std 0.02).
+Site: tokens. Parameter ``pos_embed`` of shape (N_ref, D), N_ref = prod(reference grid), row-major.
+
+Resize: ``interpolate`` resamples the table with :func:`vitpe.pe.resample.resample_table` (bicubic + antialias in 2D,
+as timm's ``resample_abs_pos_embed``; linear in 1D). ``extrapolate`` crops to a grid that fits inside the reference
+and raises :class:`~vitpe.pe.base.ResizeError` for a larger one. Loading a state dict saved at another grid resamples
+the table on load.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+from vitpe.pe.grid import Grid
+from vitpe.pe.registry import register
+from vitpe.pe.resample import resample_table, resize_learned_table
+from vitpe.pe.sites import AdditiveEncoding
+
+
+@register("learnable")
+class LearnableEncoding(AdditiveEncoding):
+    """Learned absolute position table. Options: ``init_std`` (trunc-normal std, default 0.02)."""
+
+    def __init__(self, init_std: float = 0.02, **common: Any) -> None:
+        super().__init__(**common)
+        self.pos_embed = nn.Parameter(torch.empty(math.prod(self.grid), self.dim))  # (N_ref, D)
+        nn.init.trunc_normal_(self.pos_embed, std=init_std)
+
+    def embedding(self, grid: Grid) -> torch.Tensor:
+        if grid == self.grid:
+            return self.pos_embed
+        table = self.pos_embed.reshape(*self.grid, self.dim)  # (*ref_grid, D)
+        return resize_learned_table(table, self.grid, grid, self.resize, self.name).reshape(-1, self.dim)  # (N, D)
+
+    def resample_loaded(self, state_dict: dict[str, torch.Tensor], prefix: str, old_grid: Grid) -> None:
+        key = prefix + "pos_embed"
+        if key in state_dict:
+            table = state_dict[key].reshape(*old_grid, -1)  # (*old_grid, D)
+            state_dict[key] = resample_table(table, old_grid, self.grid).reshape(-1, table.shape[-1])

@@ -1,0 +1,59 @@
+"""``relbias`` -- Swin-style learned relative position bias, one table per layer.
+
+Paper: Liu et al., "Swin Transformer" (ICCV 2021); also Shaw et al. (2018) for the 1D idea. Site: logits.
+Parameter ``relative_bias_table`` of shape (depth, T, nH) with T = prod(2 g - 1) relative offsets, trunc-normal
+init std 0.02. The bias of query i and key j in 2D is ``table[(dy + gh - 1) * (2 gw - 1) + (dx + gw - 1)]`` with
+(dy, dx) the row/column offset of i minus j (see :func:`vitpe.pe.grid.relative_index`); output (depth, nH, N, N).
+
+Resize: ``interpolate`` resamples the (2 gh - 1, 2 gw - 1) table to the new grid's offset range with the shared
+:func:`~vitpe.pe.resample.resample_table` (as Swin / timm do when fine-tuning at a new window size);
+``extrapolate`` clamps offsets beyond the learned range to the table's edge. A state dict saved at another grid is
+resampled on load.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+from vitpe.pe.grid import Grid, relative_extent, relative_index
+from vitpe.pe.registry import register
+from vitpe.pe.resample import resample_table
+from vitpe.pe.sites import BiasEncoding, gather_relative
+
+
+def resample_relative_tables(tables: torch.Tensor, old_grid: Grid, new_grid: Grid) -> torch.Tensor:
+    """Per-layer relative tables (depth, T_old, nH) -> (depth, T_new, nH) for another grid's offset range."""
+    depth, _, heads = tables.shape
+    old_extent, new_extent = relative_extent(old_grid), relative_extent(new_grid)
+    stacked = tables.permute(1, 0, 2).reshape(*old_extent, depth * heads)  # (*old_extent, depth * nH)
+    stacked = resample_table(stacked, old_extent, new_extent)  # (*new_extent, depth * nH)
+    return stacked.reshape(-1, depth, heads).permute(1, 0, 2)  # (depth, T_new, nH)
+
+
+@register("relbias")
+class RelativePositionBias(BiasEncoding):
+    """Swin relative position bias. Options: ``init_std`` (trunc-normal std, default 0.02)."""
+
+    per_layer = True
+
+    def __init__(self, init_std: float = 0.02, **common: Any) -> None:
+        super().__init__(**common)
+        size = math.prod(relative_extent(self.grid))
+        self.relative_bias_table = nn.Parameter(torch.empty(self.depth, size, self.heads))  # (depth, T, nH)
+        nn.init.trunc_normal_(self.relative_bias_table, std=init_std)
+
+    def bias(self, grid: Grid) -> torch.Tensor:
+        table, table_grid = self.relative_bias_table, self.grid
+        if grid != self.grid and self.resize == "interpolate":
+            table, table_grid = resample_relative_tables(table, self.grid, grid), grid
+        index = self.cached(("index", grid, table_grid), lambda: relative_index(grid, table_grid, self.device))
+        return gather_relative(table, index)  # (depth, nH, N, N)
+
+    def resample_loaded(self, state_dict: dict[str, torch.Tensor], prefix: str, old_grid: Grid) -> None:
+        key = prefix + "relative_bias_table"
+        if key in state_dict:
+            state_dict[key] = resample_relative_tables(state_dict[key], old_grid, self.grid)

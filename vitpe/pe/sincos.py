@@ -1,0 +1,51 @@
+"""``sincos`` -- fixed sinusoidal position embedding.
+
+Papers: Vaswani et al., "Attention Is All You Need" (2017) for 1D; the 2D variant of MAE (He et al., 2022) and
+Chen et al. (MoCo v3, 2021) for images. Site: tokens. No parameters; the table (N, D) is cached per grid.
+
+Layouts (``pos`` in reference units, see ``grid.py``):
+
+* 1D (Vaswani): ``PE[pos, 2i] = sin(pos * w_i)``, ``PE[pos, 2i+1] = cos(pos * w_i)``, ``w_i = 10000^(-2i/D)``,
+  i < D/2. Needs D even.
+* 2D (MAE convention): the first D/2 channels encode the **column** (x) position, the last D/2 the **row** (y)
+  position; each half is ``[sin(pos * w) | cos(pos * w)]`` with ``w_i = 10000^(-i/(D/4))``, i < D/4. Needs D % 4 == 0.
+  (MAE's code names the first half ``emb_h`` although it encodes x; timm's ``build_sincos2d_pos_embed`` orders the
+  channels ``[sin_h, sin_w, cos_h, cos_w]`` instead.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from vitpe.pe.frequencies import geometric_frequencies
+from vitpe.pe.grid import Grid, grid_positions
+from vitpe.pe.registry import register
+from vitpe.pe.sites import AdditiveEncoding
+
+
+@register("sincos")
+class SinCosEncoding(AdditiveEncoding):
+    """Fixed sin-cos embedding. Options: ``base`` (frequency base, default 10000)."""
+
+    def __init__(self, base: float = 10000.0, **common: Any) -> None:
+        super().__init__(**common)
+        channels_per_axis = 2 * len(self.grid)
+        if self.dim % channels_per_axis:
+            raise ValueError(f"sincos on a {len(self.grid)}D grid needs dim divisible by {channels_per_axis}, "
+                             f"got dim={self.dim}")
+        self.base = float(base)
+
+    def embedding(self, grid: Grid) -> torch.Tensor:
+        pos = grid_positions(grid, self.grid, self.resize, self.device)  # (N, ndim), columns (row, col)
+        count = self.dim // (2 * len(grid))
+        freqs = geometric_frequencies(count, self.base, self.device)  # (count,)
+        if len(grid) == 1:
+            angle = pos[:, 0, None] * freqs  # (N, D/2)
+            return torch.stack((angle.sin(), angle.cos()), dim=-1).reshape(-1, self.dim)  # interleave -> (N, D)
+        halves = []
+        for axis in (1, 0):  # column (x) first, then row (y): the MAE layout
+            angle = pos[:, axis, None] * freqs  # (N, D/4)
+            halves += [angle.sin(), angle.cos()]
+        return torch.cat(halves, dim=-1)  # (N, D)

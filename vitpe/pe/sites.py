@@ -1,0 +1,100 @@
+"""Site base classes: what every tokens-, qk- and logits-site PE shares, written once.
+
+* :class:`AdditiveEncoding` -- a table (N, D) added to the grid tokens before the first block.
+* :class:`RotaryEncoding` -- rotations of q and k by position-dependent phases (rotate-half layout, float32).
+* :class:`BiasEncoding` -- an additive bias (nH, N, N) on the attention logits, shared or one per layer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import torch
+
+from vitpe.pe.base import PositionEncoding, pad_prefix
+from vitpe.pe.grid import Grid
+
+
+class AdditiveEncoding(PositionEncoding):
+    """Tokens site: ``x + pe`` on the grid tokens before block 0. Subclasses implement :meth:`embedding`."""
+
+    site = "tokens"
+
+    def embedding(self, grid: Grid) -> torch.Tensor:
+        """The position embedding of every grid cell, row-major, shape (N, D)."""
+        raise NotImplementedError
+
+    def _prepare(self, grid: Grid) -> torch.Tensor:
+        return pad_prefix(self.embedding(grid), self.num_prefix_tokens)  # (P + N, D)
+
+    def add_to_tokens(self, x: torch.Tensor, state: torch.Tensor, layer: int) -> torch.Tensor:
+        return x + state.to(x.dtype) if layer == 0 else x
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """Pairs channel ``j`` with ``j + Dh/2``: (x1, x2) -> (-x2, x1)."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate ``x`` (..., T, Dh) by angles whose cos/sin (broadcastable to x) are given; computed in float32."""
+    xf = x.float()
+    return (xf * cos + rotate_half(xf) * sin).to(x.dtype)
+
+
+class RotaryEncoding(PositionEncoding):
+    """q,k site: rotary position embedding in the rotate-half layout (pair ``j`` is channels ``j`` and ``j + Dh/2``).
+
+    Subclasses implement :meth:`phases`, the angle of every rotation pair at every grid cell: shape (N, Dh/2) when
+    shared by all layers and heads, or (depth, nH, N, Dh/2) when ``per_layer`` is set. Prefix tokens get angle 0
+    (cos 1, sin 0), so one fused multiply-add rotates the whole sequence without slicing.
+    """
+
+    site = "qk"
+    per_layer: ClassVar[bool] = False
+
+    def __init__(self, **common: Any) -> None:
+        super().__init__(**common)
+        pairs_per_axis = 2 * len(self.grid)
+        if self.head_dim % pairs_per_axis:
+            raise ValueError(
+                f"{self.name} on a {len(self.grid)}D grid needs the head dim (dim / heads = {self.dim} / {self.heads} "
+                f"= {self.head_dim}) to be divisible by {pairs_per_axis}; change dim or heads"
+            )
+
+    def phases(self, grid: Grid) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _prepare(self, grid: Grid) -> tuple[torch.Tensor, torch.Tensor]:
+        phase = pad_prefix(self.phases(grid), self.num_prefix_tokens)  # (..., P + N, Dh/2)
+        phase = torch.cat((phase, phase), dim=-1)  # (..., P + N, Dh)
+        return phase.cos(), phase.sin()
+
+    def rotate(self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], layer: int) -> torch.Tensor:
+        cos, sin = state
+        if self.per_layer:
+            cos, sin = cos[layer], sin[layer]  # (nH, P + N, Dh)
+        return apply_rotary(x, cos, sin)
+
+
+def gather_relative(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Expand a relative table (..., T, nH) with an index (N, N) into a bias (..., nH, N, N)."""
+    return table[..., index, :].movedim(-1, -3)  # (..., N, N, nH) -> (..., nH, N, N)
+
+
+class BiasEncoding(PositionEncoding):
+    """Logits site: an additive attention bias. Subclasses implement :meth:`bias`, shape (nH, N, N) when shared by all
+    layers or (depth, nH, N, N) when ``per_layer`` is set. Rows and columns of prefix tokens get zero bias."""
+
+    site = "logits"
+    per_layer: ClassVar[bool] = False
+
+    def bias(self, grid: Grid) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _prepare(self, grid: Grid) -> torch.Tensor:
+        return pad_prefix(self.bias(grid), self.num_prefix_tokens, dims=(-2, -1))  # (..., nH, P + N, P + N)
+
+    def attention_bias(self, state: torch.Tensor, layer: int) -> torch.Tensor:
+        return state[layer] if self.per_layer else state
