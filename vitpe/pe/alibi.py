@@ -1,7 +1,7 @@
 """``alibi`` -- Attention with Linear Biases: a fixed per-head penalty proportional to distance.
 
 Paper: Press et al., "Train Short, Test Long" (ICLR 2022); the 2D Euclidean form follows CROMA (Fuller et al., 2023).
-Site: logits. No parameters; the bias (nH, N, N) is cached per grid.
+Site: logits. No parameters; the bias, of shape (nH, N, N), is cached per grid.
 
 ``bias[h, i, j] = -slope_h * dist(i, j)``, with ``dist = |i - j|`` in 1D and the Euclidean distance between patch
 centres in 2D (in reference units, see ``grid.py``). This is the full symmetric matrix an encoder needs (the original

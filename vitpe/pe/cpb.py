@@ -1,7 +1,7 @@
 """``cpb`` -- Swin-V2 log-spaced continuous position bias: a small MLP on relative coordinates, one per layer.
 
 Paper: Liu et al., "Swin Transformer V2" (CVPR 2022). Site: logits. Parameters: per layer an MLP
-``ndim -> hidden (512) -> nH`` with ReLU (``mlps``); output (depth, nH, N, N).
+``ndim -> hidden (512) -> nH`` with ReLU (``mlps``); output of shape (depth, nH, N, N).
 
 For every relative offset ``d`` of the grid (in reference units, see ``grid.py``):
 ``u = 8 * d / (g_ref - 1)`` per axis, ``v = sign(u) * log2(1 + |u|) / log2(8)``, ``bias = 16 * sigmoid(MLP(v))``.

@@ -2,7 +2,7 @@
 
 Paper: Chu et al., "Conditional Positional Encodings for Vision Transformers" (ICLR 2023). Site: tokens, but a
 *function* of the tokens rather than a table. Parameters: one depthwise ``k x k`` convolution (``Conv1d`` on 1D grids)
-with bias, zero padding, in ``proj``.
+with bias, zero padding, in ``proj``; tokens keep their shape (B, P + N, D).
 
 Before block ``before_block`` (default 1, i.e. right after the first block, where CPVT puts it) the grid tokens
 (B, N, D) are laid out as (B, D, gh, gw), convolved, and added back residually; prefix tokens are untouched. The zero

@@ -1,7 +1,7 @@
 """``rope_axial`` -- rotary position embedding; in 2D the rotation pairs are split between the two axes.
 
 Papers: Su et al., "RoFormer" (2021) for 1D; Heo et al., "Rotary Position Embedding for Vision Transformer"
-(ECCV 2024, rope-vit) for the axial 2D form. Site: q, k. No parameters; cos/sin tables are cached per grid.
+(ECCV 2024, rope-vit) for the axial 2D form. Site: q, k. No parameters; cos/sin tables of shape (P + N, Dh) are cached per grid.
 
 Per head (head dim Dh, rotate-half layout: pair j = channels j and j + Dh/2):
 

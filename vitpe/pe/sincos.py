@@ -1,7 +1,7 @@
 """``sincos`` -- fixed sinusoidal position embedding.
 
 Papers: Vaswani et al., "Attention Is All You Need" (2017) for 1D; the 2D variant of MAE (He et al., 2022) and
-Chen et al. (MoCo v3, 2021) for images. Site: tokens. No parameters; the table (N, D) is cached per grid.
+Chen et al. (MoCo v3, 2021) for images. Site: tokens. No parameters; the table, of shape (N, D), is cached per grid.
 
 Layouts (``pos`` in reference units, see ``grid.py``):
 

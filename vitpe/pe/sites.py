@@ -38,8 +38,8 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate ``x`` (..., T, Dh) by angles whose cos/sin (broadcastable to x) are given; computed in float32."""
-    xf = x.float()
+    """Rotate ``x`` (..., T, Dh) by angles whose cos/sin (broadcastable to x) are given; in float32 or wider."""
+    xf = x.to(torch.promote_types(x.dtype, torch.float32))
     return (xf * cos + rotate_half(xf) * sin).to(x.dtype)
 
 

@@ -1,0 +1,57 @@
+"""Shared helpers: small PEs on 1D and 2D grids, and a two-block encoder to run them in."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import vitpe.pe
+from vitpe.models.attention import Block
+
+DIM, HEADS, DEPTH, PREFIX = 32, 2, 3, 1
+GRIDS = {1: (7,), 2: (4, 5)}
+
+
+def cases() -> list[tuple[str, int]]:
+    """Every (PE name, grid dimensionality) the registry supports."""
+    return [(name, d) for name in vitpe.pe.available() for d in vitpe.pe.get(name).grid_dims]
+
+
+def case_id(case: tuple[str, int]) -> str:
+    return f"{case[0]}-{case[1]}d"
+
+
+def make_pe(name: str, ndim: int, grid=None, seed: int = 0, **kwargs) -> vitpe.pe.PositionEncoding:
+    torch.manual_seed(seed)
+    return vitpe.pe.build(name, dim=DIM, heads=HEADS, depth=DEPTH, grid=grid or GRIDS[ndim],
+                          num_prefix_tokens=PREFIX, **kwargs)
+
+
+class Encoder(torch.nn.Module):
+    """A minimal host: prefix + grid tokens through ``DEPTH`` PE-aware blocks."""
+
+    def __init__(self, pe: vitpe.pe.PositionEncoding, seed: int = 0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.pe = pe
+        self.blocks = torch.nn.ModuleList(Block(DIM, HEADS, mlp_ratio=2.0) for _ in range(DEPTH))
+
+    def forward(self, x: torch.Tensor, grid) -> torch.Tensor:
+        state = self.pe.prepare(grid)
+        for layer, block in enumerate(self.blocks):
+            x = block(self.pe.add_to_tokens(x, state, layer), self.pe, state, layer)
+        return x
+
+
+def tokens(grid, batch: int = 2, seed: int = 1) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    n = 1
+    for s in grid:
+        n *= s
+    return torch.randn(batch, PREFIX + n, DIM, generator=g)
+
+
+@pytest.fixture(autouse=True)
+def _deterministic():
+    torch.manual_seed(0)
+    yield

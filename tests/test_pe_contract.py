@@ -1,0 +1,163 @@
+"""The PE contract, checked for every registered encoding on every grid it supports."""
+
+import math
+
+import pytest
+import torch
+
+import vitpe.pe
+from conftest import DIM, HEADS, PREFIX, Encoder, case_id, cases, make_pe, tokens
+
+CASES = cases()
+LEARNED_ABSOLUTE = {"learnable", "separable"}
+
+
+def other_grids(ndim):
+    return {1: [(4,), (12,)], 2: [(2, 3), (7, 9), (6, 3), (4, 8)]}[ndim]
+
+
+def larger(grid, ref):
+    return any(g > r for g, r in zip(grid, ref))
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_hook_shapes_match_the_site(case):
+    name, ndim = case
+    pe = make_pe(name, ndim)
+    state = pe.prepare(pe.grid)
+    tokens_in = tokens(pe.grid)
+    T = tokens_in.shape[1]
+    assert pe.add_to_tokens(tokens_in, state, 0).shape == tokens_in.shape
+    qk = torch.randn(2, 3, HEADS, T, DIM // HEADS)
+    rotated = pe.rotate(qk, state, 0)
+    assert rotated.shape == qk.shape
+    bias = pe.attention_bias(state, 0)
+    if pe.site == "logits":
+        assert bias.shape == (HEADS, T, T)
+        assert torch.all(bias[:, :PREFIX] == 0) and torch.all(bias[:, :, :PREFIX] == 0)  # prefix gets no bias
+    else:
+        assert bias is None
+    if pe.site == "qk":
+        assert torch.equal(rotated[..., :PREFIX, :], qk[..., :PREFIX, :])  # prefix tokens are not rotated
+        assert not torch.allclose(rotated, qk)
+    else:
+        assert torch.equal(rotated, qk)
+    if pe.site == "tokens":
+        moved = [pe.add_to_tokens(tokens_in, state, layer) for layer in range(pe.depth)]
+        assert sum(not torch.equal(m, tokens_in) for m in moved) == 1  # acts before exactly one block
+        changed = next(m for m in moved if not torch.equal(m, tokens_in))
+        assert torch.equal(changed[:, :PREFIX], tokens_in[:, :PREFIX])  # prefix tokens untouched
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_gradients_reach_every_parameter(case):
+    name, ndim = case
+    encoder = Encoder(make_pe(name, ndim))
+    encoder(tokens(encoder.pe.grid), encoder.pe.grid).square().mean().backward()
+    for pname, param in encoder.pe.named_parameters():
+        assert param.grad is not None, pname
+        assert torch.isfinite(param.grad).all() and param.grad.abs().sum() > 0, pname
+
+
+@pytest.mark.parametrize("mode", ["interpolate", "extrapolate"])
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_other_grids_in_both_modes(case, mode):
+    name, ndim = case
+    encoder = Encoder(make_pe(name, ndim, resize=mode))
+    for grid in other_grids(ndim):
+        x = tokens(grid)
+        if name in LEARNED_ABSOLUTE and mode == "extrapolate" and larger(grid, encoder.pe.grid):
+            with pytest.raises(vitpe.pe.ResizeError, match="interpolate"):
+                encoder(x, grid)
+            continue
+        out = encoder(x, grid)
+        assert out.shape == x.shape and torch.isfinite(out).all(), grid
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_both_modes_are_the_untouched_pe_at_the_reference_grid(case):
+    name, ndim = case
+    encoder = Encoder(make_pe(name, ndim, resize="interpolate"))
+    x = tokens(encoder.pe.grid)
+    first = encoder(x, encoder.pe.grid)
+    encoder.pe.resize = "extrapolate"
+    assert torch.equal(first, encoder(x, encoder.pe.grid))
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[0] not in ("none", "peg")], ids=case_id)
+def test_modes_differ_away_from_the_reference_grid(case):
+    name, ndim = case  # none and peg have no position geometry to resize
+    grid = other_grids(ndim)[0]  # smaller: every PE can do both modes there
+    encoder = Encoder(make_pe(name, ndim))
+    x = tokens(grid)
+    interpolated = encoder(x, grid)
+    encoder.pe.resize = "extrapolate"
+    assert not torch.allclose(interpolated, encoder(x, grid))
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_state_dict_round_trip(case):
+    name, ndim = case
+    source, target = make_pe(name, ndim, seed=1), make_pe(name, ndim, seed=2)
+    target.load_state_dict(source.state_dict())
+    for key, value in source.state_dict().items():
+        assert torch.equal(value, target.state_dict()[key]), key
+    x = tokens(source.grid)
+    assert torch.equal(Encoder(source)(x, source.grid), Encoder(target)(x, target.grid))
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_state_dict_loads_across_grids(case):
+    name, ndim = case
+    new_grid = other_grids(ndim)[1]
+    source = make_pe(name, ndim, seed=1)
+    target = make_pe(name, ndim, grid=new_grid, seed=2)
+    target.load_state_dict(source.state_dict())  # strict: every tensor fits after resampling
+    assert tuple(target.reference_grid.tolist()) == new_grid
+    # learned tables arrive resampled exactly as interpolate mode resamples them on the fly
+    expected, got = source.prepare(new_grid), target.prepare(new_grid)
+    if name in LEARNED_ABSOLUTE | {"relbias"}:
+        assert torch.allclose(expected, got, atol=1e-6)
+    for key, value in source.state_dict().items():  # parameters that do not live on a grid arrive unchanged
+        if key != "reference_grid" and value.shape == target.state_dict()[key].shape and \
+                name not in LEARNED_ABSOLUTE | {"relbias"}:
+            assert torch.equal(value, target.state_dict()[key]), key
+
+
+def test_loading_a_1d_state_into_a_2d_encoding_is_an_error():
+    source, target = make_pe("learnable", 1), make_pe("learnable", 2)
+    with pytest.raises(RuntimeError, match="1D grid"):
+        target.load_state_dict(source.state_dict())
+
+
+@pytest.mark.parametrize("name", ["sincos", "rope_axial", "alibi"])
+def test_fixed_tables_are_cached_per_grid_and_follow_the_device(name):
+    pe = make_pe(name, 2)
+    assert pe.prepare((4, 5)) is pe.prepare((4, 5))  # built once
+    assert pe.prepare((6, 3)) is not pe.prepare((4, 5))
+    pe.to("meta")
+    state = pe.prepare((4, 5))
+    tensors = state if isinstance(state, tuple) else (state,)
+    assert all(t.device.type == "meta" for t in tensors)
+
+
+@pytest.mark.parametrize("name", ["relbias", "cpb", "rope_mixed", "learnable"])
+def test_learned_state_is_recomputed_every_forward(name):
+    pe = make_pe(name, 2)
+    before = pe.prepare(pe.grid)
+    with torch.no_grad():
+        for p in pe.parameters():
+            p.add_(0.5)
+    after = pe.prepare(pe.grid)
+    first = before[0] if isinstance(before, tuple) else before
+    second = after[0] if isinstance(after, tuple) else after
+    assert not torch.allclose(first, second)
+
+
+def test_no_weight_decay_names_exist():
+    for name, ndim in CASES:
+        pe = make_pe(name, ndim)
+        params = dict(pe.named_parameters())
+        assert pe.no_weight_decay() <= set(params), name
+    assert make_pe("rope_mixed", 2).no_weight_decay() == {"freqs"}
+    assert math.prod(make_pe("relbias", 2).relative_bias_table.shape[1:2]) == 7 * 9

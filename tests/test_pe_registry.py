@@ -1,0 +1,64 @@
+import pytest
+
+import vitpe.pe
+from conftest import DEPTH, DIM, HEADS
+
+EXPECTED = {"none", "learnable", "separable", "sincos", "rope_axial", "rope_mixed", "relbias", "t5bias", "cpb",
+            "alibi", "peg"}
+
+
+def test_available_lists_all_encodings():
+    assert set(vitpe.pe.available()) == EXPECTED
+    assert vitpe.pe.available() == sorted(vitpe.pe.available())
+
+
+def test_unknown_name_lists_valid_names():
+    with pytest.raises(ValueError) as err:
+        vitpe.pe.build("rope_axal", dim=DIM, heads=HEADS, depth=DEPTH, grid=(4, 4))
+    msg = str(err.value)
+    assert "rope_axal" in msg and "did you mean 'rope_axial'" in msg
+    for name in EXPECTED:
+        assert name in msg
+
+
+def test_unknown_option_is_named_not_dropped():
+    with pytest.raises(ValueError, match=r"unknown option\(s\) \['thetta'\].*theta"):
+        vitpe.pe.build("rope_axial", dim=DIM, heads=HEADS, depth=DEPTH, grid=(4, 4), thetta=10)
+    with pytest.raises(ValueError, match="unknown option.*'hidden'.*options are: none"):
+        vitpe.pe.build("alibi", dim=DIM, heads=HEADS, depth=DEPTH, grid=(4, 4), hidden=3)
+
+
+def test_missing_model_arguments_are_named():
+    with pytest.raises(ValueError, match="needs \\['grid'\\]"):
+        vitpe.pe.build("sincos", dim=DIM, heads=HEADS, depth=DEPTH)
+
+
+def test_options_report_defaults():
+    assert vitpe.pe.options("cpb") == {"hidden": 512, "scale": 8.0}
+    assert vitpe.pe.options("none") == {}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_every_encoding_documents_paper_site_and_shapes(name):
+    cls = vitpe.pe.get(name)
+    doc = __import__(cls.__module__, fromlist=["_"]).__doc__
+    assert "Site" in doc and ("Paper" in doc or name == "none")
+    assert name == "none" or "shape" in doc
+    assert cls.site in vitpe.pe.SITES
+
+
+def test_bad_arguments_give_clear_errors():
+    with pytest.raises(ValueError, match="divisible by 4"):
+        vitpe.pe.build("rope_axial", dim=30, heads=3, depth=1, grid=(4, 4))  # head dim 10
+    with pytest.raises(ValueError, match="1D grids only"):
+        vitpe.pe.build("t5bias", dim=DIM, heads=HEADS, depth=DEPTH, grid=(4, 4))
+    with pytest.raises(ValueError, match="2D grids only"):
+        vitpe.pe.build("separable", dim=DIM, heads=HEADS, depth=DEPTH, grid=(9,))
+    with pytest.raises(ValueError, match="divisible by 4"):
+        vitpe.pe.build("sincos", dim=30, heads=2, depth=1, grid=(4, 4))
+    with pytest.raises(ValueError, match="not divisible by heads"):
+        vitpe.pe.build("alibi", dim=30, heads=4, depth=1, grid=(4, 4))
+    with pytest.raises(ValueError, match="pe_resize mode"):
+        vitpe.pe.build("alibi", dim=DIM, heads=HEADS, depth=1, grid=(4, 4), resize="stretch")
+    with pytest.raises(ValueError, match="before_block"):
+        vitpe.pe.build("peg", dim=DIM, heads=HEADS, depth=1, grid=(4, 4))
