@@ -1,0 +1,53 @@
+import pytest
+
+from vitpe.config import ConfigError, config_from_dict, default_data_root, load_config
+
+
+def test_yaml_and_dotted_overrides(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("model: {pe: sincos, dim: 64}\ntrain: {epochs: 3}\n")
+    config = load_config(path, ["model.pe=rope_mixed", "train.img_sizes=[24,32]", "train.lr=1e-3",
+                                "model.pe_options={theta: 20}"])
+    assert config.model.pe == "rope_mixed" and config.model.dim == 64 and config.train.epochs == 3
+    assert config.train.img_sizes == [24, 32] and config.train.lr == 0.001
+    assert config.model.pe_options == {"theta": 20}
+
+
+def test_unknown_key_is_named_with_suggestions():
+    with pytest.raises(ConfigError, match="unknown config key 'train.epoch'.*did you mean epochs"):
+        config_from_dict({}, ["train.epoch=5"])
+    with pytest.raises(ConfigError, match="unknown config key 'modle'.*did you mean model"):
+        config_from_dict({"modle": {"pe": "none"}})
+
+
+def test_wrong_types_are_named():
+    with pytest.raises(ConfigError, match="train.epochs: expected int, got 'five'"):
+        config_from_dict({}, ["train.epochs=five"])
+    with pytest.raises(ConfigError, match="train.batch_size: expected int, got 1.5"):
+        config_from_dict({"train": {"batch_size": 1.5}})
+    with pytest.raises(ConfigError, match="not of the form key=value"):
+        config_from_dict({}, ["train.epochs"])
+
+
+def test_value_checks():
+    with pytest.raises(ConfigError, match="data.dataset must be one of"):
+        config_from_dict({}, ["data.dataset=mnist"])
+    with pytest.raises(ConfigError, match="30 is not divisible by model.patch_size 4"):
+        config_from_dict({}, ["train.img_sizes=[32,30]"])
+
+
+def test_missing_config_file():
+    with pytest.raises(ConfigError, match="not found"):
+        load_config("does/not/exist.yaml")
+
+
+def test_data_root_defaults_to_env(monkeypatch):
+    monkeypatch.setenv("VITPE_DATA", "/somewhere")
+    assert default_data_root() == "/somewhere" and config_from_dict({}).data.root == "/somewhere"
+    monkeypatch.delenv("VITPE_DATA")
+    assert config_from_dict({}).data.root == "./data"
+
+
+@pytest.mark.parametrize("name", ["smoke", "cifar10", "cifar10_gpu", "cifar100"])
+def test_presets_load(name):
+    load_config(f"configs/{name}.yaml")

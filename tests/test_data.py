@@ -1,0 +1,99 @@
+import os
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from vitpe.data import BatchLoader, DataError, ImageSet, load_cifar, synthetic_images
+from vitpe.data.loader import random_crop
+from vitpe.data.safe_pickle import load_array_pickle
+
+DATA = Path(os.environ.get("VITPE_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))
+needs_cifar = pytest.mark.skipif(not (DATA / "cifar-10-batches-py").is_dir(), reason="CIFAR-10 not in VITPE_DATA")
+
+
+@needs_cifar
+def test_real_cifar10_loads_as_uint8():
+    test = load_cifar(DATA, "cifar10", "test")
+    assert test.images.shape == (10000, 3, 32, 32) and test.images.dtype == torch.uint8
+    assert torch.bincount(test.labels).tolist() == [1000] * 10
+    assert test.classes[0] == "airplane" and len(test.classes) == 10
+
+
+def _fake_cifar(root: Path, key_type=str, n=20):
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    k = (lambda s: s.encode()) if key_type is bytes else (lambda s: s)
+    rng = np.random.default_rng(0)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        batch = {k("data"): rng.integers(0, 255, (n, 3072), dtype=np.uint8), k("labels"): list(range(10)) * (n // 10)}
+        (folder / name).write_bytes(pickle.dumps(batch, protocol=2))
+    (folder / "batches.meta").write_bytes(pickle.dumps({k("label_names"): [k(f"c{i}") for i in range(10)]}))
+    return folder
+
+
+@pytest.mark.parametrize("key_type", [str, bytes])
+def test_pickle_keys_as_str_or_bytes(tmp_path, key_type):
+    _fake_cifar(tmp_path, key_type)
+    train = load_cifar(tmp_path, "cifar10", "train")
+    assert train.images.shape == (100, 3, 32, 32) and train.classes[3] == "c3"
+
+
+def test_missing_data_is_one_clear_message(tmp_path):
+    with pytest.raises(DataError, match="cifar-10-batches-py.*VITPE_DATA"):
+        load_cifar(tmp_path / "nothing", "cifar10", "train")
+
+
+def test_corrupt_data_is_one_clear_message(tmp_path):
+    folder = _fake_cifar(tmp_path)
+    (folder / "data_batch_3").write_bytes(b"not a pickle at all")
+    with pytest.raises(DataError, match="data_batch_3 is corrupt"):
+        load_cifar(tmp_path, "cifar10", "train")
+
+
+def test_pickles_that_execute_code_are_refused(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("echo pwned",))
+
+    with pytest.raises(pickle.UnpicklingError, match="refusing"):
+        load_array_pickle(pickle.dumps({"data": Evil()}))
+
+
+def test_random_crop_keeps_content_and_shifts():
+    images = torch.arange(2 * 1 * 4 * 4, dtype=torch.uint8).reshape(2, 1, 4, 4)
+    out = random_crop(images, 0, torch.Generator())
+    assert torch.equal(out, images)
+    g = torch.Generator().manual_seed(0)
+    out = random_crop(images, 2, g)
+    assert out.shape == images.shape
+    for b in range(2):  # every crop is a window of the zero-padded image
+        padded = torch.nn.functional.pad(images[b, 0], (2, 2, 2, 2))
+        windows = [padded[i:i + 4, j:j + 4] for i in range(5) for j in range(5)]
+        assert any(torch.equal(out[b, 0], w) for w in windows)
+
+
+def test_loader_is_deterministic_resumable_and_sharded():
+    data = synthetic_images(64, 16, seed=0)
+    make = lambda **kw: BatchLoader(data, 8, train=True, mean=[0.5] * 3, std=[0.25] * 3, seed=3, **kw)  # noqa: E731
+    full = list(make().epoch(2))
+    again = list(make().epoch(2, start_step=5))
+    assert len(full) == 8 and all(torch.equal(a[0], b[0]) for a, b in zip(full[5:], again))
+    assert not torch.equal(full[0][0], list(make().epoch(3))[0][0])  # a new permutation every epoch
+    shards = [torch.cat([y for _, y in make(rank=r, world=2).epoch(1)]) for r in range(2)]
+    assert len(shards[0]) == len(shards[1]) == 32
+
+
+def test_multi_resolution_draws_sizes_per_batch():
+    data = synthetic_images(256, 32, seed=0)
+    loader = BatchLoader(data, 16, train=True, mean=[0.5] * 3, std=[0.25] * 3, img_sizes=[16, 24, 32])
+    sizes = {x.shape[-1] for x, _ in loader.epoch(0)}
+    assert sizes == {16, 24, 32}
+
+
+def test_eval_loader_keeps_every_image():
+    data = ImageSet(torch.zeros(10, 3, 8, 8, dtype=torch.uint8), torch.arange(10), [str(i) for i in range(10)])
+    loader = BatchLoader(data, 4, train=False, mean=[0.0] * 3, std=[1.0] * 3, img_sizes=[8])
+    assert torch.equal(torch.cat([y for _, y in loader.epoch(0)]), torch.arange(10))

@@ -1,0 +1,195 @@
+"""Train a ViT with any registered position encoding.
+
+    python train.py --config configs/cifar10.yaml [key=value ...]     e.g. model.pe=rope_mixed train.epochs=5
+    python train.py --resume RUN_DIR                                   continue a run where it stopped
+    torchrun --nproc_per_node=N train.py --config ...                  DistributedDataParallel
+
+The run folder (``out_dir``) receives config.yaml (resolved), metrics.jsonl (one record per epoch),
+checkpoint.pt (last, written atomically every epoch and every ``train.checkpoint_every`` steps) and best.pt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+from timm.data import Mixup
+from timm.utils import ModelEmaV3
+
+from vitpe.config import ConfigError, config_from_dict, dump_config, load_config, to_dict
+from vitpe.data import BatchLoader, DataError, channel_stats
+from vitpe.engine.build import build_model, build_optimizer, build_scheduler, load_data
+from vitpe.engine.checkpoint import CheckpointError, load_checkpoint, save_atomic
+from vitpe.engine.distributed import init_distributed, shutdown
+from vitpe.engine.loop import NonFiniteLossError, TrainState, evaluate, train_one_epoch
+from vitpe.pe import ResizeError
+
+EXPECTED_ERRORS = (ConfigError, DataError, CheckpointError, NonFiniteLossError, ResizeError, ValueError)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", help="YAML config (see configs/)")
+    parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run saved in RUN_DIR")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (summary lines only)")
+    parser.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. train.epochs=5")
+    args = parser.parse_args(argv)
+    if not args.config and not args.resume:
+        parser.error("give --config FILE (and optional key=value overrides) or --resume RUN_DIR")
+    return args
+
+
+def resolve_config(args: argparse.Namespace):
+    """The run's config, and its checkpoint when resuming (a resume with a different config is an error)."""
+    if not args.resume:
+        return load_config(args.config, args.overrides), None
+    ckpt = load_checkpoint(Path(args.resume) / "checkpoint.pt")
+    config = config_from_dict(ckpt["config"])
+    if args.config or args.overrides:
+        asked = to_dict(load_config(args.config, [*args.overrides, f"out_dir={config.out_dir}"]))
+        saved = to_dict(config)
+        diff = [f"{s}.{k}" for s in saved if isinstance(saved[s], dict) for k in saved[s] if saved[s][k] != asked[s][k]]
+        diff += [k for k in saved if not isinstance(saved[k], dict) and saved[k] != asked[k]]
+        if diff:
+            raise CheckpointError(f"{args.resume} was trained with another config (differs in {', '.join(diff)}); "
+                                  f"resume it without --config/overrides, or start a new out_dir")
+    config.out_dir = str(Path(args.resume))
+    return config, ckpt
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        run(args)
+    except EXPECTED_ERRORS as err:
+        if os.environ.get("VITPE_DEBUG"):
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def run(args: argparse.Namespace) -> None:
+    # ---- config and devices
+    config, ckpt = resolve_config(args)
+    t = config.train
+    device = torch.device("cuda" if t.device == "auto" and torch.cuda.is_available() else
+                          "cpu" if t.device == "auto" else t.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("train.device is cuda but no CUDA device is available; use train.device=cpu")
+    if t.threads:
+        torch.set_num_threads(t.threads)
+    dist_info = init_distributed(device.type)
+    if device.type == "cuda":
+        device = torch.device("cuda", dist_info.local_rank)
+    out_dir = Path(config.out_dir)
+    if ckpt is None and (out_dir / "checkpoint.pt").exists():
+        raise ConfigError(f"{out_dir} already holds a run; continue it with --resume {out_dir} or choose another "
+                          f"out_dir")
+
+    # ---- data
+    train_set, test_set = load_data(config)
+    val_set = None
+    if config.data.val_split:
+        train_set, val_set = train_set.split(config.data.val_split)
+    mean, std = (ckpt["normalization"]["mean"], ckpt["normalization"]["std"]) if ckpt else \
+        channel_stats(train_set.images)
+    common = dict(mean=mean, std=std, device=device, rank=dist_info.rank, world=dist_info.world)
+    train_loader = BatchLoader(train_set, t.batch_size, train=True, seed=t.seed, img_sizes=t.img_sizes,
+                               crop_padding=config.data.crop_padding, hflip=config.data.hflip,
+                               randaugment=config.data.randaugment, **common)
+    eval_size = [t.img_sizes[0]] if len(t.img_sizes) == 1 else [config.data.img_size]
+    test_loader = BatchLoader(test_set, t.eval_batch_size, train=False, img_sizes=eval_size, **common)
+    val_loader = BatchLoader(val_set, t.eval_batch_size, train=False, img_sizes=eval_size, **common) \
+        if val_set is not None else None
+    num_classes = len(train_set.classes)
+
+    # ---- model, optimiser, schedule, EMA, mixup
+    torch.manual_seed(t.seed)
+    model = build_model(config, num_classes).to(device)
+    optimizer = build_optimizer(config, model)
+    scheduler = build_scheduler(config, optimizer, len(train_loader))
+    ema = ModelEmaV3(model, decay=t.ema) if t.ema > 0 else None
+    mixup = Mixup(mixup_alpha=config.data.mixup, cutmix_alpha=config.data.cutmix,
+                  label_smoothing=t.label_smoothing, num_classes=num_classes) \
+        if config.data.mixup > 0 or config.data.cutmix > 0 else None
+    state = TrainState()
+    if ckpt is not None:
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        scheduler.load_state_dict(ckpt["scheduler"])
+        if ema is not None:
+            ema.module.load_state_dict(ckpt["ema"])
+        state = TrainState(**ckpt["train_state"])
+    train_model = model
+    if t.compile:
+        train_model = torch.compile(model)
+    if dist_info.enabled:
+        train_model = torch.nn.parallel.DistributedDataParallel(
+            train_model, device_ids=[device.index] if device.type == "cuda" else None)
+
+    # ---- run folder
+    metrics_path = out_dir / "metrics.jsonl"
+    if dist_info.is_main:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        dump_config(config, out_dir / "config.yaml")
+        kept = [line for line in metrics_path.read_text().splitlines() if json.loads(line)["epoch"] <= state.epoch] \
+            if ckpt is not None and metrics_path.exists() else []
+        metrics_path.write_text("".join(line + "\n" for line in kept))  # drop records past the checkpoint
+
+    def checkpoint(path: Path) -> None:
+        if dist_info.is_main:
+            save_atomic({
+                "config": to_dict(config), "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(), "ema": ema.module.state_dict() if ema is not None else None,
+                "train_state": dataclasses.asdict(state), "classes": list(train_set.classes),
+                "normalization": {"mean": list(mean), "std": list(std)}, "torch": str(torch.__version__),
+            }, path)
+
+    def on_step(s: TrainState) -> None:
+        if t.checkpoint_every and s.global_step % t.checkpoint_every == 0 and s.step_in_epoch < len(train_loader):
+            checkpoint(out_dir / "checkpoint.pt")
+
+    # ---- loop
+    while state.epoch < t.epochs:
+        started = time.perf_counter()
+        train_metrics = train_one_epoch(
+            train_model, train_loader, optimizer, scheduler, state, seed=t.seed, label_smoothing=t.label_smoothing,
+            grad_clip=t.grad_clip, mixup=mixup, ema=ema, dist_info=dist_info, device=device, on_step=on_step,
+            progress=not args.no_progress)
+        test = evaluate(model, test_loader, device, dist_info)
+        record = {"epoch": state.epoch + 1, "step": state.global_step, **train_metrics,
+                  "test_loss": test["loss"], "test_acc": test["acc"]}
+        if val_loader is not None:
+            val = evaluate(model, val_loader, device, dist_info)
+            record.update(val_loss=val["loss"], val_acc=val["acc"])
+        if ema is not None:
+            record["test_acc_ema"] = evaluate(ema.module, test_loader, device, dist_info)["acc"]
+        state.elapsed_s += time.perf_counter() - started
+        record.update(lr=optimizer.param_groups[0]["lr"], elapsed_s=state.elapsed_s)
+        state.epoch, state.step_in_epoch = state.epoch + 1, 0
+        state.loss_sum = state.correct = state.seen = 0.0
+        score = record.get("val_acc", record["test_acc"])
+        is_best = score > state.best_acc
+        state.best_acc = max(state.best_acc, score)
+        if dist_info.is_main:
+            with metrics_path.open("a") as f:
+                f.write(json.dumps(record) + "\n")
+            checkpoint(out_dir / "checkpoint.pt")
+            if is_best:
+                checkpoint(out_dir / "best.pt")
+            print(f"epoch {record['epoch']}/{t.epochs}  train_loss {record['train_loss']:.4f}  "
+                  f"train_acc {record['train_acc']:.4f}  test_loss {record['test_loss']:.4f}  "
+                  f"test_acc {record['test_acc']:.4f}  {record['img_per_s']:.0f} img/s  "
+                  f"{record['elapsed_s']:.0f}s", flush=True)
+    shutdown(dist_info)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

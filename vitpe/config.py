@@ -1,0 +1,231 @@
+"""Run configuration: nested dataclasses filled strictly from YAML and ``key=value`` dotted overrides.
+
+Unknown keys and values of the wrong type are errors that name the key (and suggest close ones); nothing is
+silently dropped. The resolved config is saved in every run folder and inside every checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A config file or override is invalid; the message names the key."""
+
+
+def default_data_root() -> str:
+    """``$VITPE_DATA`` when set, else ``./data``."""
+    return os.environ.get("VITPE_DATA", "./data")
+
+
+@dataclass
+class ModelConfig:
+    pe: str = "learnable"
+    pe_options: dict[str, Any] = field(default_factory=dict)
+    pe_resize: str = "interpolate"
+    dim: int = 192
+    depth: int = 6
+    heads: int = 3
+    mlp_ratio: float = 2.0
+    patch_size: int = 4
+    pool: str = "cls"
+    drop_path: float = 0.0
+    drop_rate: float = 0.0
+
+
+@dataclass
+class DataConfig:
+    dataset: str = "cifar10"  # cifar10 | cifar100 | imagefolder | synthetic
+    root: str = field(default_factory=default_data_root)
+    img_size: int = 32  # native size the images are stored at (imagefolder images are resized to it)
+    train_limit: int = 0  # use only the first N training images (0 = all)
+    test_limit: int = 0
+    val_split: int = 0  # hold out this many training images as a validation split
+    crop_padding: int = 4
+    hflip: bool = True
+    randaugment: str = ""  # e.g. "rand-m9-n2" (torchvision RandAugment with num_ops=n, magnitude=m); "" = off
+    mixup: float = 0.0
+    cutmix: float = 0.0
+    synthetic_size: int = 2048  # images per split for the synthetic dataset
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 10
+    batch_size: int = 128
+    lr: float = 1e-3
+    min_lr: float = 1e-5
+    weight_decay: float = 0.05
+    warmup_epochs: float = 1.0
+    label_smoothing: float = 0.1
+    grad_clip: float = 1.0
+    ema: float = 0.0  # EMA decay (0 = off)
+    seed: int = 0
+    img_sizes: list[int] = field(default_factory=lambda: [32])
+    eval_batch_size: int = 500
+    checkpoint_every: int = 0  # also checkpoint every N steps (0 = once per epoch)
+    compile: bool = False
+    device: str = "auto"  # auto | cpu | cuda
+    threads: int = 0  # torch CPU threads (0 = torch default)
+
+
+@dataclass
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    out_dir: str = "runs/default"
+    task: str = "image"
+
+
+# ----------------------------------------------------------------------------------------------- strict filling
+def _suggest(key: str, choices: typing.Iterable[str]) -> str:
+    close = difflib.get_close_matches(key, list(choices), n=3)
+    return f" (did you mean {', '.join(close)}?)" if close else ""
+
+
+def _coerce(value: Any, hint: Any, key: str) -> Any:
+    """Check ``value`` against the type ``hint``; ints are accepted for floats. Raises :class:`ConfigError`."""
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(hint):
+            try:
+                return _coerce(value, arg, key)
+            except ConfigError:
+                pass
+        raise ConfigError(f"{key}: {value!r} is not a {hint}")
+    if origin is list:
+        (inner,) = typing.get_args(hint)
+        items = value if isinstance(value, list) else [value] if not isinstance(value, (dict, str)) else None
+        if items is None:
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        return [_coerce(v, inner, f"{key}[{i}]") for i, v in enumerate(items)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+        return dict(value)
+    if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if hint is float and isinstance(value, str):  # YAML 1.1 reads "1e-3" (no dot) as a string
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    if hint is type(None) and value is None:
+        return None
+    if isinstance(hint, type) and isinstance(value, hint) and not (hint is int and isinstance(value, bool)):
+        return value
+    raise ConfigError(f"{key}: expected {getattr(hint, '__name__', hint)}, got {value!r}")
+
+
+def _fill(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = [k for k in data if k not in names]
+    if unknown:
+        key = unknown[0]
+        raise ConfigError(f"unknown config key {prefix + str(key)!r}{_suggest(str(key), names)}; "
+                          f"valid keys under {prefix.rstrip('.') or 'the top level'}: {', '.join(names)}")
+    kwargs = {}
+    for name, value in data.items():
+        hint = hints[name]
+        if dataclasses.is_dataclass(hint):
+            kwargs[name] = _fill(hint, value, f"{prefix}{name}.")
+        else:
+            kwargs[name] = _coerce(value, hint, prefix + name)
+    return cls(**kwargs)
+
+
+def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    node, parts = tree, dotted.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"override {dotted!r}: {part!r} is not a section")
+    node[parts[-1]] = value
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``"train.epochs=5"`` -> ``("train.epochs", 5)``; the value is parsed as YAML (``[24,32]``, ``true``, ...)."""
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} is not of the form key=value (e.g. train.epochs=5)")
+    key, raw = text.split("=", 1)
+    try:
+        return key.strip(), yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as err:
+        raise ConfigError(f"override {text!r}: cannot parse the value ({err})") from None
+
+
+def config_from_dict(data: dict[str, Any], overrides: typing.Sequence[str] = ()) -> Config:
+    """Build a :class:`Config` from a nested mapping plus dotted overrides, strictly."""
+    tree = _as_tree(data)
+    for text in overrides:
+        _set_dotted(tree, *parse_override(text))
+    config = _fill(Config, tree)
+    validate(config)
+    return config
+
+
+def _as_tree(data: dict[str, Any]) -> dict[str, Any]:
+    return yaml.safe_load(yaml.safe_dump(data)) or {}  # a deep copy with plain containers
+
+
+def load_config(path: str | os.PathLike | None, overrides: typing.Sequence[str] = ()) -> Config:
+    """Read a YAML file (or start from defaults when ``path`` is None) and apply ``key=value`` overrides."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {str(path)!r} not found")
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"config file {str(path)!r} is not valid YAML: {err}") from None
+    return config_from_dict(data, overrides)
+
+
+def to_dict(config: Config) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def dump_config(config: Config, path: str | os.PathLike) -> None:
+    Path(path).write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
+
+
+DATASETS = ("cifar10", "cifar100", "imagefolder", "synthetic")
+TASKS = ("image",)
+
+
+def validate(config: Config) -> None:
+    """Value checks that types alone cannot express; each error names its key."""
+    checks = [
+        (config.task in TASKS, "task", f"one of {list(TASKS)}"),
+        (config.data.dataset in DATASETS, "data.dataset", f"one of {list(DATASETS)}"),
+        (config.train.epochs >= 1, "train.epochs", ">= 1"),
+        (config.train.batch_size >= 1, "train.batch_size", ">= 1"),
+        (config.train.lr > 0, "train.lr", "> 0"),
+        (len(config.train.img_sizes) >= 1, "train.img_sizes", "a non-empty list"),
+        (0 <= config.train.ema < 1, "train.ema", "in [0, 1)"),
+        (config.train.device in ("auto", "cpu", "cuda"), "train.device", "auto, cpu or cuda"),
+        (config.data.train_limit >= 0 and config.data.test_limit >= 0, "data.train_limit/test_limit", ">= 0"),
+    ]
+    for ok, key, what in checks:
+        if not ok:
+            raise ConfigError(f"{key} must be {what}")
+    for size in config.train.img_sizes:
+        if size % config.model.patch_size:
+            raise ConfigError(f"train.img_sizes: {size} is not divisible by model.patch_size "
+                              f"{config.model.patch_size}")

@@ -1,0 +1,137 @@
+"""Data sets as whole in-memory uint8 tensors: CIFAR-10/100 (original python layout), image folders, synthetic.
+
+Every loader returns an :class:`ImageSet`: ``images`` uint8 (N, 3, H, W), ``labels`` int64 (N,), class names.
+Missing or corrupt data is a :class:`DataError` that says what is wrong and where the files should go.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from vitpe.data.safe_pickle import load_array_pickle
+
+
+class DataError(RuntimeError):
+    """A data set is missing or unreadable."""
+
+
+@dataclass
+class ImageSet:
+    images: torch.Tensor  # (N, 3, H, W) uint8
+    labels: torch.Tensor  # (N,) int64
+    classes: list[str]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def limit(self, n: int) -> "ImageSet":
+        """The first ``n`` images (all when ``n`` is 0)."""
+        return self if n <= 0 else ImageSet(self.images[:n], self.labels[:n], self.classes)
+
+    def split(self, n_holdout: int) -> tuple["ImageSet", "ImageSet"]:
+        """(rest, last ``n_holdout`` images): a deterministic validation split carved from the end."""
+        cut = len(self) - n_holdout
+        if n_holdout <= 0 or cut <= 0:
+            raise DataError(f"cannot hold out {n_holdout} of {len(self)} images")
+        return (ImageSet(self.images[:cut], self.labels[:cut], self.classes),
+                ImageSet(self.images[cut:], self.labels[cut:], self.classes))
+
+
+CIFAR = {
+    "cifar10": dict(folder="cifar-10-batches-py", train=[f"data_batch_{i}" for i in range(1, 6)], test=["test_batch"],
+                    meta="batches.meta", names="label_names", labels="labels", torchvision="CIFAR10"),
+    "cifar100": dict(folder="cifar-100-python", train=["train"], test=["test"], meta="meta",
+                     names="fine_label_names", labels="fine_labels", torchvision="CIFAR100"),
+}
+
+
+def _read_pickle(path: Path) -> dict:
+    try:
+        return load_array_pickle(path.read_bytes())
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError) as err:
+        raise DataError(f"{path} is corrupt or not a CIFAR pickle ({err}); delete the folder and download it again "
+                        f"(python version from https://www.cs.toronto.edu/~kriz/cifar.html)") from None
+
+
+def _ensure_cifar(root: Path, name: str) -> Path:
+    spec = CIFAR[name]
+    folder = root / spec["folder"]
+    if folder.is_dir():
+        return folder
+    try:  # one attempt through torchvision, which also verifies the download
+        import torchvision.datasets as tvd
+
+        getattr(tvd, spec["torchvision"])(str(root), train=True, download=True)
+    except Exception as err:  # noqa: BLE001 -- any failure (offline, permissions) becomes one clear message
+        raise DataError(
+            f"{name} not found: expected the python-version folder {folder} (set data.root or the VITPE_DATA "
+            f"environment variable to the directory that contains {spec['folder']}/); downloading it failed too "
+            f"({type(err).__name__}: {err})"
+        ) from None
+    return folder
+
+
+def load_cifar(root: str | Path, name: str, split: str) -> ImageSet:
+    """CIFAR-10 or CIFAR-100 ``split`` ("train" or "test") from ``root/<folder>/`` as uint8 tensors."""
+    if name not in CIFAR:
+        raise DataError(f"unknown CIFAR variant {name!r}; choose one of {list(CIFAR)}")
+    spec = CIFAR[name]
+    folder = _ensure_cifar(Path(root), name)
+    images, labels = [], []
+    for file in spec[split]:
+        path = folder / file
+        if not path.is_file():
+            raise DataError(f"{name}: missing file {path}; the folder {folder} is incomplete")
+        batch = _read_pickle(path)
+        if "data" not in batch or spec["labels"] not in batch:
+            raise DataError(f"{path} has no 'data'/'{spec['labels']}' entries: not a {name} batch")
+        data = np.asarray(batch["data"], dtype=np.uint8)
+        if data.ndim != 2 or data.shape[1] != 3 * 32 * 32 or len(batch[spec["labels"]]) != len(data):
+            raise DataError(f"{path}: expected data of shape (N, 3072) with N labels, got {data.shape}")
+        images.append(torch.from_numpy(data.reshape(-1, 3, 32, 32).copy()))  # (N, 3072) -> (N, 3, 32, 32)
+        labels.append(torch.as_tensor(batch[spec["labels"]], dtype=torch.long))
+    meta_path = folder / spec["meta"]
+    classes = [c.decode() if isinstance(c, bytes) else str(c) for c in _read_pickle(meta_path)[spec["names"]]] \
+        if meta_path.is_file() else [str(i) for i in range(int(torch.cat(labels).max()) + 1)]
+    return ImageSet(torch.cat(images), torch.cat(labels), classes)
+
+
+def load_image_folder(root: str | Path, split: str, img_size: int) -> ImageSet:
+    """``root/<split>/<class>/*`` (any format PIL reads), resized to ``img_size`` squares, into memory."""
+    from torchvision.datasets import ImageFolder
+    from torchvision.transforms import v2
+
+    folder = Path(root) / split
+    if not folder.is_dir():
+        raise DataError(f"image folder {folder} not found: expected {Path(root)}/{{train,test}}/<class>/<images>")
+    transform = v2.Compose([v2.PILToTensor(), v2.Resize((img_size, img_size), antialias=True)])
+    try:
+        dataset = ImageFolder(str(folder), transform=transform)
+    except (FileNotFoundError, OSError) as err:
+        raise DataError(f"cannot read image folder {folder}: {err}") from None
+    images = torch.stack([dataset[i][0][:3].expand(3, -1, -1) for i in range(len(dataset))])  # (N, 3, S, S)
+    return ImageSet(images.to(torch.uint8), torch.as_tensor(dataset.targets, dtype=torch.long), dataset.classes)
+
+
+def synthetic_images(n: int, img_size: int, num_classes: int = 10, seed: int = 0) -> ImageSet:
+    """A deterministic, learnable toy set: each class is a coloured blob at a class-specific place, plus noise.
+
+    Position matters (a class is *where* the blob is), so position encodings help; generated from ``seed``.
+    """
+    g = torch.Generator().manual_seed(seed)
+    labels = torch.arange(n) % num_classes
+    labels = labels[torch.randperm(n, generator=g)]
+    centres = torch.rand(num_classes, 2, generator=g) * 0.6 + 0.2  # (classes, 2) in [0.2, 0.8]
+    colours = torch.rand(num_classes, 3, generator=g)  # (classes, 3)
+    axis = (torch.arange(img_size) + 0.5) / img_size
+    yy, xx = torch.meshgrid(axis, axis, indexing="ij")  # (S, S)
+    c = centres[labels]  # (n, 2)
+    blob = torch.exp(-((yy - c[:, 0, None, None]) ** 2 + (xx - c[:, 1, None, None]) ** 2) / 0.02)  # (n, S, S)
+    images = blob[:, None] * colours[labels][:, :, None, None] + 0.25 * torch.rand(n, 3, img_size, img_size,
+                                                                                   generator=g)
+    return ImageSet((images.clamp(0, 1) * 255).round().to(torch.uint8), labels, [str(i) for i in range(num_classes)])

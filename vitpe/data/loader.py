@@ -1,0 +1,124 @@
+"""Batches from in-memory uint8 images, augmented a whole batch at a time.
+
+Every random choice of a batch (its images, crop offsets, flips, resolution) comes from a generator seeded by
+``(seed, epoch, step)``, so any step can be reproduced on its own: resuming mid-epoch gives the same batches, and
+DistributedDataParallel ranks take disjoint shards of the same permutation.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import torch
+import torch.nn.functional as F
+
+from vitpe.data.datasets import ImageSet
+
+
+def step_seed(seed: int, epoch: int, step: int, salt: int = 0) -> int:
+    """A 63-bit seed for one step, distinct for every (seed, epoch, step, salt)."""
+    value = (seed * 1_000_003 + epoch) * 1_000_033 + step
+    return (value * 1_000_037 + salt) % (2**63 - 1)
+
+
+def channel_stats(images: torch.Tensor) -> tuple[list[float], list[float]]:
+    """Per-channel mean and std of uint8 images (N, 3, H, W), in [0, 1] units."""
+    x = images.float().div_(255).transpose(0, 1).reshape(images.shape[1], -1)  # (C, N * H * W)
+    return x.mean(1).tolist(), x.std(1).tolist()
+
+
+def random_crop(images: torch.Tensor, padding: int, g: torch.Generator) -> torch.Tensor:
+    """Zero-pad each image by ``padding`` and crop it back at a random offset; (B, C, H, W) -> (B, C, H, W)."""
+    if padding <= 0:
+        return images
+    B, C, H, W = images.shape
+    padded = F.pad(images, (padding,) * 4)  # (B, C, H + 2p, W + 2p)
+    offsets = torch.randint(0, 2 * padding + 1, (B, 2), generator=g)  # (B, 2)
+    rows = offsets[:, 0, None] + torch.arange(H)  # (B, H)
+    cols = offsets[:, 1, None] + torch.arange(W)  # (B, W)
+    batch = torch.arange(B)[:, None, None]
+    return padded.permute(0, 2, 3, 1)[batch, rows[:, :, None], cols[:, None, :]].permute(0, 3, 1, 2)  # (B, C, H, W)
+
+
+def random_hflip(images: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    flip = torch.rand(images.shape[0], generator=g) < 0.5  # (B,)
+    return torch.where(flip[:, None, None, None], images.flip(-1), images)
+
+
+def resize_batch(images: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """Float images (B, C, H, W) to ``size`` with anti-aliased bicubic interpolation (identity at the same size)."""
+    if tuple(images.shape[-2:]) == tuple(size):
+        return images
+    return F.interpolate(images, size=size, mode="bicubic", align_corners=False, antialias=True)
+
+
+class BatchLoader:
+    """Iterate over ``data`` in batches of float images (B, 3, S, S), normalised, plus labels (B,).
+
+    Training loaders shuffle every epoch, drop the last partial batch and augment (random crop with padding,
+    horizontal flip, optional RandAugment); evaluation loaders keep order and every image. ``img_sizes`` with more than
+    one entry draws one size per batch (multi-resolution training). ``rank``/``world`` shard the data for DDP.
+    """
+
+    def __init__(self, data: ImageSet, batch_size: int, *, train: bool, mean: list[float], std: list[float],
+                 seed: int = 0, img_sizes: tuple[int, ...] | list[int] = (32,), crop_padding: int = 4,
+                 hflip: bool = True, randaugment: str = "", rank: int = 0, world: int = 1,
+                 device: torch.device | str = "cpu") -> None:
+        if len(data) == 0:
+            raise ValueError("the data set is empty")
+        self.data, self.batch_size, self.train = data, batch_size, train
+        self.mean = torch.tensor(mean).view(1, -1, 1, 1)
+        self.std = torch.tensor(std).view(1, -1, 1, 1)
+        self.seed, self.img_sizes = seed, list(img_sizes)
+        self.crop_padding, self.hflip = crop_padding, hflip
+        self.randaugment = _build_randaugment(randaugment) if train and randaugment else None
+        self.rank, self.world, self.device = rank, world, torch.device(device)
+        per_rank = len(data) // world if train else -(-len(data) // world)
+        self.steps = per_rank // batch_size if train else -(-per_rank // batch_size)
+        if self.steps == 0:
+            raise ValueError(f"{len(data)} images give no full batch of {batch_size} per rank ({world} ranks); "
+                             f"lower train.batch_size")
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def _indices(self, epoch: int) -> torch.Tensor:
+        n = len(self.data)
+        if not self.train:
+            return torch.arange(n)[self.rank::self.world]
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(step_seed(self.seed, epoch, -1)))
+        per_rank = n // self.world
+        return order[: per_rank * self.world].view(per_rank, self.world)[:, self.rank]  # (per_rank,)
+
+    def epoch(self, epoch: int = 0, start_step: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        indices = self._indices(epoch)
+        for step in range(start_step, self.steps):
+            idx = indices[step * self.batch_size:(step + 1) * self.batch_size]
+            yield self.batch(idx, epoch, step)
+
+    def batch(self, idx: torch.Tensor, epoch: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        images, labels = self.data.images[idx], self.data.labels[idx]  # (B, 3, H, W) uint8, (B,)
+        size = self.img_sizes[0]
+        if self.train:
+            g = torch.Generator().manual_seed(step_seed(self.seed, epoch, step, salt=self.rank + 1))
+            images = random_crop(images, self.crop_padding, g)
+            if self.hflip:
+                images = random_hflip(images, g)
+            if self.randaugment is not None:
+                with torch.random.fork_rng(devices=[]):
+                    torch.manual_seed(step_seed(self.seed, epoch, step, salt=10_000 + self.rank))
+                    images = torch.stack([self.randaugment(img) for img in images])
+            size = self.img_sizes[int(torch.randint(len(self.img_sizes), (1,), generator=g))]
+        x = (images.to(self.device, non_blocking=True).float() / 255 - self.mean.to(self.device)) / \
+            self.std.to(self.device)
+        return resize_batch(x, (size, size)), labels.to(self.device, non_blocking=True)
+
+
+def _build_randaugment(spec: str):
+    """``"rand-m9-n2"`` -> torchvision RandAugment(num_ops=2, magnitude=9)."""
+    from torchvision.transforms import v2
+
+    parts = dict((p[0], p[1:]) for p in spec.split("-")[1:] if p)
+    if not spec.startswith("rand") or not set(parts) <= {"m", "n"}:
+        raise ValueError(f"data.randaugment {spec!r} is not of the form rand-m<magnitude>-n<ops> (e.g. rand-m9-n2)")
+    return v2.RandAugment(num_ops=int(parts.get("n", 2)), magnitude=int(parts.get("m", 9)))

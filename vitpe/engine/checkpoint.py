@@ -1,0 +1,59 @@
+"""Checkpoints: written atomically, read with ``weights_only=True``, enough to rebuild the model on their own."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, corrupt or does not fit."""
+
+
+def save_atomic(obj: Any, path: str | os.PathLike) -> None:
+    """``torch.save`` to a temporary file in the same folder, fsync, then rename over ``path``."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Load a checkpoint safely (``weights_only=True``); a missing or corrupt file is a :class:`CheckpointError`."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "checkpoint.pt"
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} not found")
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as err:  # noqa: BLE001 -- unpickling errors come in many types
+        raise CheckpointError(f"checkpoint {path} is corrupt or not a vitpe checkpoint ({type(err).__name__}: "
+                              f"{str(err).splitlines()[0] if str(err) else ''})") from None
+    if not isinstance(ckpt, dict) or "config" not in ckpt or "model" not in ckpt:
+        raise CheckpointError(f"checkpoint {path} has no 'config'/'model' entries: not a vitpe checkpoint")
+    return ckpt
+
+
+def model_from_checkpoint(path: str | os.PathLike, use_ema: bool = True) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """Rebuild the model a checkpoint was trained with and load its weights (EMA weights when present)."""
+    from vitpe.config import config_from_dict
+    from vitpe.engine.build import build_model
+
+    ckpt = load_checkpoint(path)
+    config = config_from_dict(ckpt["config"])
+    model = build_model(config, num_classes=len(ckpt["classes"]))
+    state = ckpt["ema"] if use_ema and ckpt.get("ema") is not None else ckpt["model"]
+    model.load_state_dict(state)
+    return model, ckpt

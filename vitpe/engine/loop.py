@@ -1,0 +1,108 @@
+"""One training epoch and one evaluation pass."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from vitpe.data import BatchLoader, step_seed
+from vitpe.engine.distributed import DistInfo, all_reduce_sum
+
+
+class NonFiniteLossError(RuntimeError):
+    """The training loss became NaN or infinite."""
+
+
+@dataclass
+class TrainState:
+    """Where a run stands; saved in every checkpoint."""
+
+    epoch: int = 0  # epochs completed
+    step_in_epoch: int = 0  # optimiser steps done in the current epoch
+    global_step: int = 0
+    best_acc: float = -1.0
+    elapsed_s: float = 0.0
+    # running sums of the current epoch, so a mid-epoch resume reports the same epoch metrics
+    loss_sum: float = 0.0
+    correct: float = 0.0
+    seen: float = 0.0
+
+
+def autocast(device: torch.device):
+    """bf16 autocast on CUDA; a no-op context on CPU (keeps CPU runs bit-reproducible)."""
+    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu",
+                                                                                                   enabled=False)
+
+
+def train_one_epoch(model: torch.nn.Module, loader: BatchLoader, optimizer: torch.optim.Optimizer, scheduler: Any,
+                    state: TrainState, *, seed: int, label_smoothing: float, grad_clip: float,
+                    mixup: Callable | None, ema: Any, dist_info: DistInfo, device: torch.device,
+                    on_step: Callable[[TrainState], None] | None = None, progress: bool = True) -> dict[str, float]:
+    """Train ``state.epoch`` from ``state.step_in_epoch`` to its end; returns loss / accuracy / throughput."""
+    model.train()
+    start = time.perf_counter()
+    images_done = 0
+    bar = tqdm(loader.epoch(state.epoch, state.step_in_epoch), total=len(loader), initial=state.step_in_epoch,
+               desc=f"epoch {state.epoch + 1}", disable=not (progress and dist_info.is_main), leave=False,
+               dynamic_ncols=True)
+    for images, labels in bar:
+        torch.manual_seed(step_seed(seed, state.epoch, state.step_in_epoch, salt=99 + dist_info.rank))  # dropout
+        targets = labels
+        if mixup is not None:
+            images, targets = mixup(images, labels)
+        with autocast(device):
+            logits = model(images)
+            if targets.dim() == 2:  # soft targets from mixup / cutmix (smoothing already applied)
+                loss = torch.sum(-targets * F.log_softmax(logits.float(), dim=-1), dim=-1).mean()
+            else:
+                loss = F.cross_entropy(logits.float(), targets, label_smoothing=label_smoothing)
+        if not math.isfinite(loss.item()):
+            raise NonFiniteLossError(
+                f"the training loss became {loss.item()} at epoch {state.epoch + 1}, step {state.step_in_epoch}; "
+                f"the last good checkpoint is kept. Lower train.lr or raise train.warmup_epochs / train.grad_clip"
+            )
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        optimizer.step()
+        state.global_step += 1
+        state.step_in_epoch += 1
+        scheduler.step_update(state.global_step)
+        if ema is not None:
+            ema.update(model, step=state.global_step)
+        state.loss_sum += loss.item() * len(labels)
+        state.correct += (logits.argmax(-1) == labels).sum().item()
+        state.seen += len(labels)
+        images_done += len(labels)
+        bar.set_postfix(loss=f"{state.loss_sum / state.seen:.3f}", acc=f"{state.correct / state.seen:.3f}",
+                        img_s=f"{images_done / (time.perf_counter() - start):.0f}")
+        if on_step is not None:
+            on_step(state)
+    seconds = time.perf_counter() - start
+    loss_sum, correct, seen, done = all_reduce_sum([state.loss_sum, state.correct, state.seen, images_done],
+                                                   device, dist_info)
+    return {"train_loss": loss_sum / max(seen, 1), "train_acc": correct / max(seen, 1),
+            "img_per_s": done / max(seconds, 1e-9)}
+
+
+@torch.inference_mode()
+def evaluate(model: torch.nn.Module, loader: BatchLoader, device: torch.device,
+             dist_info: DistInfo = DistInfo()) -> dict[str, float]:
+    """Mean cross-entropy and accuracy (a fraction) over the loader's images (summed over ranks)."""
+    model.eval()
+    loss_sum = correct = seen = 0.0
+    for images, labels in loader.epoch(0):
+        with autocast(device):
+            logits = model(images).float()
+        loss_sum += F.cross_entropy(logits, labels, reduction="sum").item()
+        correct += (logits.argmax(-1) == labels).sum().item()
+        seen += len(labels)
+    loss_sum, correct, seen = all_reduce_sum([loss_sum, correct, seen], device, dist_info)
+    return {"loss": loss_sum / max(seen, 1), "acc": correct / max(seen, 1), "n": int(seen)}
