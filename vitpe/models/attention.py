@@ -34,14 +34,15 @@ class Attention(nn.Module):
                 key_mask: torch.Tensor | None = None) -> torch.Tensor:
         B, T, D = x.shape
         qkv = self.qkv(x).reshape(B, T, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (3, B, nH, T, Dh)
-        q, k = pe.rotate(qkv[:2], state, layer).unbind(0)  # 2 x (B, nH, T, Dh)
+        q, k, v = qkv.unbind(0)  # 3 x (B, nH, T, Dh); unbinding all three keeps the backward a single stack
+        q, k = pe.rotate(q, state, layer), pe.rotate(k, state, layer)
         mask = pe.attention_bias(state, layer)  # (nH, T, T) or None
         if mask is not None:
             mask = mask.to(q.dtype)
         if key_mask is not None:
             mask = key_mask.to(q.dtype) if mask is None else mask + key_mask.to(q.dtype)  # (B, nH, T, T)
         x = F.scaled_dot_product_attention(
-            q, k, qkv[2], attn_mask=mask, dropout_p=self.attn_drop if self.training else 0.0
+            q, k, v, attn_mask=mask, dropout_p=self.attn_drop if self.training else 0.0
         )  # (B, nH, T, Dh)
         x = x.transpose(1, 2).reshape(B, T, D)  # (B, T, D)
         return self.proj_drop(self.proj(x))

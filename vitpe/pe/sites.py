@@ -31,16 +31,15 @@ class AdditiveEncoding(PositionEncoding):
         return x + state.to(x.dtype) if layer == 0 else x
 
 
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    """Pairs channel ``j`` with ``j + Dh/2``: (x1, x2) -> (-x2, x1)."""
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """Rotate ``x`` (..., T, Dh), rotate-half layout, in float32 or wider.
 
-
-def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate ``x`` (..., T, Dh) by angles whose cos/sin (broadcastable to x) are given; in float32 or wider."""
+    With pair j = channels (j, j + Dh/2): ``x * cos + rotate_half(x) * sin`` where ``rotate_half(x) = (-x2, x1)``.
+    Since ``rotate_half(x) * sin == roll(x, Dh/2) * (-sin, sin)``, ``signed_sin`` holds ``(-sin, sin)`` and the
+    rotation is one roll and one fused multiply-add (fewer passes over q and k than chunk/negate/concatenate).
+    """
     xf = x.to(torch.promote_types(x.dtype, torch.float32))
-    return (xf * cos + rotate_half(xf) * sin).to(x.dtype)
+    return torch.addcmul(xf * cos, xf.roll(x.shape[-1] // 2, dims=-1), signed_sin).to(x.dtype)
 
 
 class RotaryEncoding(PositionEncoding):
@@ -68,14 +67,14 @@ class RotaryEncoding(PositionEncoding):
 
     def _prepare(self, grid: Grid) -> tuple[torch.Tensor, torch.Tensor]:
         phase = pad_prefix(self.phases(grid), self.num_prefix_tokens)  # (..., P + N, Dh/2)
-        phase = torch.cat((phase, phase), dim=-1)  # (..., P + N, Dh)
-        return phase.cos(), phase.sin()
+        cos, sin = phase.cos(), phase.sin()
+        return torch.cat((cos, cos), dim=-1), torch.cat((-sin, sin), dim=-1)  # 2 x (..., P + N, Dh)
 
     def rotate(self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], layer: int) -> torch.Tensor:
-        cos, sin = state
+        cos, signed_sin = state  # (..., P + N, Dh) each; see apply_rotary
         if self.per_layer:
-            cos, sin = cos[layer], sin[layer]  # (nH, P + N, Dh)
-        return apply_rotary(x, cos, sin)
+            cos, signed_sin = cos[layer], signed_sin[layer]  # (nH, P + N, Dh)
+        return apply_rotary(x, cos, signed_sin)
 
 
 def gather_relative(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
