@@ -24,7 +24,7 @@ from timm.utils import ModelEmaV3
 
 from vitpe.config import ConfigError, config_from_dict, dump_config, load_config, to_dict
 from vitpe.data import BatchLoader, DataError, channel_stats
-from vitpe.engine.build import build_model, build_optimizer, build_scheduler, load_data
+from vitpe.engine.build import build_model, build_optimizer, build_scheduler, load_data, reference_size
 from vitpe.engine.checkpoint import CheckpointError, load_checkpoint, save_atomic
 from vitpe.engine.distributed import init_distributed, shutdown
 from vitpe.engine.loop import NonFiniteLossError, TrainState, evaluate, train_one_epoch
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> None:
     train_loader = BatchLoader(train_set, t.batch_size, train=True, seed=t.seed, img_sizes=t.img_sizes,
                                crop_padding=config.data.crop_padding, hflip=config.data.hflip,
                                randaugment=config.data.randaugment, **common)
-    eval_size = [t.img_sizes[0]] if len(t.img_sizes) == 1 else [config.data.img_size]
+    eval_size = [reference_size(config)]
     test_loader = BatchLoader(test_set, t.eval_batch_size, train=False, img_sizes=eval_size, **common)
     val_loader = BatchLoader(val_set, t.eval_batch_size, train=False, img_sizes=eval_size, **common) \
         if val_set is not None else None

@@ -97,3 +97,33 @@ def test_eval_loader_keeps_every_image():
     data = ImageSet(torch.zeros(10, 3, 8, 8, dtype=torch.uint8), torch.arange(10), [str(i) for i in range(10)])
     loader = BatchLoader(data, 4, train=False, mean=[0.0] * 3, std=[1.0] * 3, img_sizes=[8])
     assert torch.equal(torch.cat([y for _, y in loader.epoch(0)]), torch.arange(10))
+
+
+def test_cifar100_layout(tmp_path):
+    folder = tmp_path / "cifar-100-python"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for name, n in (("train", 30), ("test", 10)):
+        batch = {"data": rng.integers(0, 255, (n, 3072), dtype=np.uint8), "fine_labels": list(range(n)),
+                 "coarse_labels": [0] * n}
+        (folder / name).write_bytes(pickle.dumps(batch, protocol=2))
+    (folder / "meta").write_bytes(pickle.dumps({"fine_label_names": [f"f{i}" for i in range(100)]}))
+    test = load_cifar(tmp_path, "cifar100", "test")
+    assert test.images.shape == (10, 3, 32, 32) and len(test.classes) == 100 and test.labels.tolist() == list(range(10))
+
+
+def test_image_folder_layout(tmp_path):
+    from PIL import Image
+
+    from vitpe.data import load_image_folder
+
+    for split in ("train", "test"):
+        for label, colour in (("cat", (255, 0, 0)), ("dog", (0, 0, 255))):
+            (tmp_path / split / label).mkdir(parents=True)
+            for i in range(3):
+                Image.new("RGB", (20 + i, 24), colour).save(tmp_path / split / label / f"{i}.png")
+    train = load_image_folder(tmp_path, "train", 16)
+    assert train.images.shape == (6, 3, 16, 16) and train.classes == ["cat", "dog"]
+    assert train.images[0, 0].float().mean() > 250 and train.images[-1, 2].float().mean() > 250
+    with pytest.raises(DataError, match="not found"):
+        load_image_folder(tmp_path / "missing", "train", 16)

@@ -66,7 +66,7 @@ def _cmd(*args):
 def test_killed_run_resumes_to_identical_weights_and_metrics(tmp_path):
     args = ["--config", SMOKE, "model.pe=rope_mixed", "data.img_size=32", "train.img_sizes=[32]",
             "data.synthetic_size=768", "train.epochs=3", "train.batch_size=32", "train.checkpoint_every=3",
-            "train.ema=0.9", "model.drop_path=0.1"]
+            "train.ema=0.9", "model.drop_path=0.1", "data.mixup=0.2"]
     reference, killed = tmp_path / "reference", tmp_path / "killed"
     subprocess.run(_cmd(*args, f"out_dir={reference}"), check=True, cwd=ROOT, capture_output=True)
 

@@ -118,16 +118,18 @@ def load_image_folder(root: str | Path, split: str, img_size: int) -> ImageSet:
     return ImageSet(images.to(torch.uint8), torch.as_tensor(dataset.targets, dtype=torch.long), dataset.classes)
 
 
-def synthetic_images(n: int, img_size: int, num_classes: int = 10, seed: int = 0) -> ImageSet:
+def synthetic_images(n: int, img_size: int, num_classes: int = 10, seed: int = 0, task_seed: int = 0) -> ImageSet:
     """A deterministic, learnable toy set: each class is a coloured blob at a class-specific place, plus noise.
 
-    Position matters (a class is *where* the blob is), so position encodings help; generated from ``seed``.
+    Position matters (a class is *where* the blob is), so position encodings help. ``task_seed`` defines the classes
+    (shared by the train and test splits); ``seed`` draws the split's labels and noise.
     """
+    task = torch.Generator().manual_seed(task_seed)
+    centres = torch.rand(num_classes, 2, generator=task) * 0.6 + 0.2  # (classes, 2) in [0.2, 0.8]
+    colours = torch.rand(num_classes, 3, generator=task)  # (classes, 3)
     g = torch.Generator().manual_seed(seed)
     labels = torch.arange(n) % num_classes
     labels = labels[torch.randperm(n, generator=g)]
-    centres = torch.rand(num_classes, 2, generator=g) * 0.6 + 0.2  # (classes, 2) in [0.2, 0.8]
-    colours = torch.rand(num_classes, 3, generator=g)  # (classes, 3)
     axis = (torch.arange(img_size) + 0.5) / img_size
     yy, xx = torch.meshgrid(axis, axis, indexing="ij")  # (S, S)
     c = centres[labels]  # (n, 2)

@@ -56,12 +56,12 @@ class BatchLoader:
     """Iterate over ``data`` in batches of float images (B, 3, S, S), normalised, plus labels (B,).
 
     Training loaders shuffle every epoch, drop the last partial batch and augment (random crop with padding,
-    horizontal flip, optional RandAugment); evaluation loaders keep order and every image. ``img_sizes`` with more than
-    one entry draws one size per batch (multi-resolution training). ``rank``/``world`` shard the data for DDP.
+    horizontal flip, optional RandAugment); evaluation loaders keep order and every image. ``img_sizes`` holds sizes
+    (an int for a square, or (h, w)); with more than one entry training draws one size per batch (multi-resolution). ``rank``/``world`` shard the data for DDP.
     """
 
     def __init__(self, data: ImageSet, batch_size: int, *, train: bool, mean: list[float], std: list[float],
-                 seed: int = 0, img_sizes: tuple[int, ...] | list[int] = (32,), crop_padding: int = 4,
+                 seed: int = 0, img_sizes: tuple | list = (32,), crop_padding: int = 4,
                  hflip: bool = True, randaugment: str = "", rank: int = 0, world: int = 1,
                  device: torch.device | str = "cpu") -> None:
         if len(data) == 0:
@@ -69,7 +69,8 @@ class BatchLoader:
         self.data, self.batch_size, self.train = data, batch_size, train
         self.mean = torch.tensor(mean).view(1, -1, 1, 1)
         self.std = torch.tensor(std).view(1, -1, 1, 1)
-        self.seed, self.img_sizes = seed, list(img_sizes)
+        self.seed = seed
+        self.img_sizes = [(size, size) if isinstance(size, int) else tuple(size) for size in img_sizes]  # (h, w)
         self.crop_padding, self.hflip = crop_padding, hflip
         self.randaugment = _build_randaugment(randaugment) if train and randaugment else None
         self.rank, self.world, self.device = rank, world, torch.device(device)
@@ -111,7 +112,7 @@ class BatchLoader:
             size = self.img_sizes[int(torch.randint(len(self.img_sizes), (1,), generator=g))]
         x = (images.to(self.device, non_blocking=True).float() / 255 - self.mean.to(self.device)) / \
             self.std.to(self.device)
-        return resize_batch(x, (size, size)), labels.to(self.device, non_blocking=True)
+        return resize_batch(x, size), labels.to(self.device, non_blocking=True)
 
 
 def _build_randaugment(spec: str):

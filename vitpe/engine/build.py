@@ -14,22 +14,34 @@ from vitpe.data import ImageSet, load_cifar, load_image_folder, synthetic_images
 from vitpe.models import ViT
 
 
-def load_data(config: Config) -> tuple[ImageSet, ImageSet]:
-    """(train, test) image sets per ``config.data``, limits applied."""
+def load_split(config: Config, split: str) -> ImageSet:
+    """The ``split`` ("train" or "test") image set per ``config.data``, its limit applied."""
     d = config.data
     if d.dataset in ("cifar10", "cifar100"):
-        train, test = load_cifar(d.root, d.dataset, "train"), load_cifar(d.root, d.dataset, "test")
+        data = load_cifar(d.root, d.dataset, split)
     elif d.dataset == "imagefolder":
-        train, test = load_image_folder(d.root, "train", d.img_size), load_image_folder(d.root, "test", d.img_size)
+        data = load_image_folder(d.root, split, d.img_size)
+    elif split == "train":
+        data = synthetic_images(d.synthetic_size, d.img_size, seed=1234)
     else:
-        train = synthetic_images(d.synthetic_size, d.img_size, seed=1234)
-        test = synthetic_images(max(d.synthetic_size // 4, 1), d.img_size, seed=4321)
-    return train.limit(d.train_limit), test.limit(d.test_limit)
+        data = synthetic_images(max(d.synthetic_size // 4, 1), d.img_size, seed=4321)
+    return data.limit(d.train_limit if split == "train" else d.test_limit)
+
+
+def load_data(config: Config) -> tuple[ImageSet, ImageSet]:
+    """(train, test) image sets per ``config.data``, limits applied."""
+    return load_split(config, "train"), load_split(config, "test")
+
+
+def reference_size(config: Config) -> int:
+    """The image size the PE is built for: the training size, or the native size for multi-resolution training."""
+    sizes = config.train.img_sizes
+    return sizes[0] if len(sizes) == 1 else config.data.img_size
 
 
 def build_model(config: Config, num_classes: int) -> ViT:
     m = config.model
-    return ViT(img_size=config.train.img_sizes[0], patch_size=m.patch_size, num_classes=num_classes, dim=m.dim,
+    return ViT(img_size=reference_size(config), patch_size=m.patch_size, num_classes=num_classes, dim=m.dim,
                depth=m.depth, heads=m.heads, mlp_ratio=m.mlp_ratio, pe=m.pe, pe_options=dict(m.pe_options),
                pe_resize=m.pe_resize, pool=m.pool, drop_path=m.drop_path, drop_rate=m.drop_rate)
 

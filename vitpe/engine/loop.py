@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
@@ -52,7 +53,10 @@ def train_one_epoch(model: torch.nn.Module, loader: BatchLoader, optimizer: torc
                desc=f"epoch {state.epoch + 1}", disable=not (progress and dist_info.is_main), leave=False,
                dynamic_ncols=True)
     for images, labels in bar:
-        torch.manual_seed(step_seed(seed, state.epoch, state.step_in_epoch, salt=99 + dist_info.rank))  # dropout
+        # dropout / drop-path (torch) and mixup (numpy) draw from generators seeded per step: resumable anywhere
+        rng_seed = step_seed(seed, state.epoch, state.step_in_epoch, salt=99 + dist_info.rank)
+        torch.manual_seed(rng_seed)
+        np.random.seed(rng_seed % 2**32)
         targets = labels
         if mixup is not None:
             images, targets = mixup(images, labels)

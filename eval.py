@@ -1,0 +1,84 @@
+"""Evaluate trained runs at other image resolutions, interpolating or extrapolating their position encodings.
+
+    python eval.py RUN_DIR_OR_CHECKPOINT [MORE ...] --resolutions 16,24,32,40,48,64 \\
+                   --pe-resize interpolate,extrapolate --out DIR [--plot-pe]
+
+Test images are resized from their native size with anti-aliased bicubic interpolation. Writes DIR/resolution.json,
+.csv, .md (mean ± std over runs that differ only in seed) and .png; with --plot-pe, one PE picture per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from vitpe.config import ConfigError
+from vitpe.data import DataError
+from vitpe.engine.build import build_model
+from vitpe.engine.checkpoint import CheckpointError
+from vitpe.resolution import evaluate_run, find_run, parse_modes, parse_resolutions, write_reports
+from vitpe.resolution.pe_plots import plot_pe
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", help="run folders (their checkpoint.pt) or checkpoint files")
+    parser.add_argument("--resolutions", default="16,24,32,40,48,64", help="N or HxW, comma-separated")
+    parser.add_argument("--pe-resize", default="interpolate,extrapolate", help="modes, comma-separated")
+    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--best", action="store_true", help="use best.pt instead of checkpoint.pt of run folders")
+    parser.add_argument("--ema", action="store_true", help="evaluate the EMA weights when the run has them")
+    parser.add_argument("--data-root", help="where the test data lives (default: the run's data.root / VITPE_DATA)")
+    parser.add_argument("--limit", type=int, default=0, help="evaluate on the first N test images only")
+    parser.add_argument("--batch-size", type=int, default=500)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--plot-pe", action="store_true", help="also draw each run's PE (PNG files in --out)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        sizes, modes = parse_resolutions(args.resolutions), parse_modes(args.pe_resize)
+        runs = [find_run(path, args.best) for path in args.runs]
+        data_root = args.data_root or os.environ.get("VITPE_DATA")
+        records = []
+        with tqdm(total=len(runs) * len(sizes) * len(modes), desc="evaluating", dynamic_ncols=True) as bar:
+            for run in runs:
+                bar.set_postfix(run=run.name)
+                records += evaluate_run(run, sizes, modes, data_root=data_root, limit=args.limit,
+                                        batch_size=args.batch_size, use_ema=args.ema, device=args.device,
+                                        progress=bar)
+        paths = write_reports(records, args.out, "resolution", "Accuracy against test resolution")
+        if args.plot_pe:
+            paths += plot_runs(runs, sizes, Path(args.out))
+    except (ConfigError, DataError, CheckpointError, ValueError) as err:
+        if os.environ.get("VITPE_DEBUG"):
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for path in paths:
+        print(path)
+    return 0
+
+
+def plot_runs(runs, sizes, out: Path) -> list[Path]:
+    """One PE picture per run, resized to the largest requested resolution."""
+    written = []
+    for run in runs:
+        model = build_model(run.config, num_classes=len(run.ckpt["classes"]))
+        model.load_state_dict(run.ckpt["model"])
+        largest = max(sizes, key=lambda s: s[0] * s[1])
+        path = out / f"pe_{run.name.replace('/', '_')}.png"
+        if plot_pe(model.pe, model.patch_grid(largest), path, f"{run.name} ({model.pe.name})"):
+            written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    sys.exit(main())

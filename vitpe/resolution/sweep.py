@@ -1,0 +1,113 @@
+"""Evaluate trained runs at other resolutions, in each PE resize mode."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import torch
+from tqdm import tqdm
+
+from vitpe.config import config_from_dict
+from vitpe.data import BatchLoader, ImageSet
+from vitpe.engine.build import build_model, load_split, reference_size
+from vitpe.engine.checkpoint import CheckpointError, load_checkpoint
+from vitpe.engine.loop import evaluate
+from vitpe.pe import ResizeError
+from vitpe.pe.grid import check_resize_mode
+
+Size = tuple[int, int]
+
+
+def parse_resolutions(text: str) -> list[Size]:
+    """``"16,24,32x48"`` -> ``[(16, 16), (24, 24), (32, 48)]`` (height x width)."""
+    sizes = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        try:
+            h, w = (int(v) for v in part.lower().split("x")) if "x" in part.lower() else (int(part), int(part))
+        except ValueError:
+            raise ValueError(f"bad resolution {part!r}: use N or HxW, comma-separated (e.g. 16,32,32x48)") from None
+        if h < 1 or w < 1:
+            raise ValueError(f"bad resolution {part!r}: sizes must be positive")
+        sizes.append((h, w))
+    if not sizes:
+        raise ValueError("no resolutions given")
+    return sizes
+
+
+def parse_modes(text: str) -> list[str]:
+    return [check_resize_mode(m.strip()) for m in text.split(",") if m.strip()]
+
+
+def resolution_label(size: Size) -> int | str:
+    """32 for a square, "32x48" otherwise."""
+    return size[0] if size[0] == size[1] else f"{size[0]}x{size[1]}"
+
+
+@dataclass
+class Run:
+    """A trained run: its name, checkpoint and the config that rebuilds it."""
+
+    name: str
+    checkpoint: Path
+    ckpt: dict[str, Any]
+
+    @property
+    def config(self):
+        return config_from_dict(self.ckpt["config"])
+
+    @property
+    def group(self) -> str:
+        """Runs that differ only in seed and out_dir share a group (their results are averaged)."""
+        cfg = json.loads(json.dumps(self.ckpt["config"]))
+        cfg.pop("out_dir", None)
+        cfg["train"].pop("seed", None)
+        return json.dumps(cfg, sort_keys=True)
+
+
+def find_run(path: str | Path, use_best: bool = False) -> Run:
+    """A run folder (its checkpoint.pt, or best.pt with ``use_best``) or a checkpoint file."""
+    path = Path(path)
+    file = path / ("best.pt" if use_best else "checkpoint.pt") if path.is_dir() else path
+    if not file.exists():
+        raise CheckpointError(f"{path}: no checkpoint found (expected a run folder with checkpoint.pt, or a .pt file)")
+    name = path.name if path.is_dir() else f"{path.parent.name}/{path.stem}"
+    return Run(name, file, load_checkpoint(file))
+
+
+def evaluate_run(run: Run, sizes: Iterable[Size], modes: Iterable[str], *, test_set: ImageSet | None = None,
+                 data_root: str | None = None, limit: int = 0, batch_size: int = 500, use_ema: bool = False,
+                 device: str | torch.device = "cpu", progress: tqdm | None = None) -> list[dict[str, Any]]:
+    """Accuracy and loss of ``run`` at every size in every resize mode; impossible combinations carry a reason."""
+    config = run.config
+    if data_root is not None:
+        config.data.root = data_root
+    if test_set is None:
+        test_set = load_split(config, "test")
+    test_set = test_set.limit(limit)
+    model = build_model(config, num_classes=len(run.ckpt["classes"]))
+    weights = run.ckpt["ema"] if use_ema and run.ckpt.get("ema") is not None else run.ckpt["model"]
+    model.load_state_dict(weights)
+    model.to(device)
+    norm = run.ckpt["normalization"]
+    records = []
+    for size in sizes:
+        loader = BatchLoader(test_set, batch_size, train=False, mean=norm["mean"], std=norm["std"], img_sizes=[size],
+                             device=device)
+        for mode in modes:
+            record = {"run": run.name, "pe": config.model.pe, "resolution": resolution_label(size),
+                      "height": size[0], "width": size[1], "pe_resize": mode,
+                      "train_resolution": reference_size(config), "group": run.group}
+            model.set_pe_resize(mode)
+            try:
+                model.patch_grid(size)
+                result = evaluate(model, loader, torch.device(device))
+                record.update(accuracy=result["acc"], loss=result["loss"], n=result["n"])
+            except (ResizeError, ValueError) as err:
+                record.update(accuracy=None, loss=None, n=0, reason=str(err))
+            records.append(record)
+            if progress is not None:
+                progress.update(1)
+    return records
