@@ -56,5 +56,6 @@ def build_scheduler(config: Config, optimizer: torch.optim.Optimizer, steps_per_
     t = config.train
     total = t.epochs * steps_per_epoch
     warmup = min(int(math.ceil(t.warmup_epochs * steps_per_epoch)), max(total - 1, 0))
-    return CosineLRScheduler(optimizer, t_initial=total, lr_min=t.min_lr, warmup_t=warmup,
+    # warmup_prefix: the cosine starts after the warmup, so it spans the remaining steps and ends at min_lr
+    return CosineLRScheduler(optimizer, t_initial=max(total - warmup, 1), lr_min=t.min_lr, warmup_t=warmup,
                              warmup_lr_init=t.lr * 0.01, warmup_prefix=True, t_in_epochs=False)
