@@ -1,10 +1,12 @@
 """Position encodings for Transformers on 1D and 2D grids, all behind one interface.
 
->>> import vitpe.pe
->>> vitpe.pe.available()                                   # registered names
->>> pe = vitpe.pe.build("rope_axial", dim=192, heads=3, depth=6, grid=(8, 8), num_prefix_tokens=1)
->>> state = pe.prepare((8, 8))                             # once per forward
->>> q = pe.rotate(q, state, layer)                         # inside attention
+Example::
+
+    import vitpe.pe
+    vitpe.pe.available()                                   # registered names
+    pe = vitpe.pe.build("rope_axial", dim=192, heads=3, depth=6, grid=(8, 8), num_prefix_tokens=1)
+    state = pe.prepare((8, 8))                             # once per forward
+    q = pe.rotate(q, state, layer)                         # inside attention, for each block
 
 See :mod:`vitpe.pe.base` for the interface and :mod:`vitpe.pe.grid` for the resize modes.
 """
