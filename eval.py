@@ -19,8 +19,7 @@ from tqdm import tqdm
 
 from vitpe.config import ConfigError
 from vitpe.data import DataError
-from vitpe.engine.build import build_model
-from vitpe.engine.checkpoint import CheckpointError
+from vitpe.engine.checkpoint import CheckpointError, build_from_checkpoint
 from vitpe.resolution import evaluate_run, find_run, parse_modes, parse_resolutions, write_reports
 from vitpe.resolution.pe_plots import plot_pe
 
@@ -71,8 +70,7 @@ def plot_runs(runs, sizes, out: Path) -> list[Path]:
     """One PE picture per run, resized to the largest requested resolution."""
     written = []
     for run in runs:
-        model = build_model(run.config, num_classes=len(run.ckpt["classes"]))
-        model.load_state_dict(run.ckpt["model"])
+        model = build_from_checkpoint(run.ckpt)
         largest = max(sizes, key=lambda s: s[0] * s[1])
         path = out / f"pe_{run.name.replace('/', '_')}.png"
         if plot_pe(model.pe, model.patch_grid(largest), path, f"{run.name} ({model.pe.name})"):

@@ -67,13 +67,14 @@ class BatchLoader:
         if len(data) == 0:
             raise ValueError("the data set is empty")
         self.data, self.batch_size, self.train = data, batch_size, train
-        self.mean = torch.tensor(mean).view(1, -1, 1, 1)
-        self.std = torch.tensor(std).view(1, -1, 1, 1)
+        self.device = torch.device(device)
+        self.mean = torch.tensor(mean, device=self.device).view(1, -1, 1, 1)  # (1, C, 1, 1)
+        self.std = torch.tensor(std, device=self.device).view(1, -1, 1, 1)
         self.seed = seed
         self.img_sizes = [(size, size) if isinstance(size, int) else tuple(size) for size in img_sizes]  # (h, w)
         self.crop_padding, self.hflip = crop_padding, hflip
         self.randaugment = _build_randaugment(randaugment) if train and randaugment else None
-        self.rank, self.world, self.device = rank, world, torch.device(device)
+        self.rank, self.world = rank, world
         per_rank = len(data) // world if train else -(-len(data) // world)
         self.steps = per_rank // batch_size if train else -(-per_rank // batch_size)
         if self.steps == 0:
@@ -110,8 +111,7 @@ class BatchLoader:
                     torch.manual_seed(step_seed(self.seed, epoch, step, salt=10_000 + self.rank))
                     images = torch.stack([self.randaugment(img) for img in images])
             size = self.img_sizes[int(torch.randint(len(self.img_sizes), (1,), generator=g))]
-        x = (images.to(self.device, non_blocking=True).float() / 255 - self.mean.to(self.device)) / \
-            self.std.to(self.device)
+        x = (images.to(self.device, non_blocking=True).float() / 255 - self.mean) / self.std
         return resize_batch(x, size), labels.to(self.device, non_blocking=True)
 
 

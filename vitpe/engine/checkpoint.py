@@ -46,14 +46,17 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     return ckpt
 
 
-def model_from_checkpoint(path: str | os.PathLike, use_ema: bool = True) -> tuple[torch.nn.Module, dict[str, Any]]:
-    """Rebuild the model a checkpoint was trained with and load its weights (EMA weights when present)."""
+def build_from_checkpoint(ckpt: dict[str, Any], use_ema: bool = False) -> torch.nn.Module:
+    """The model a loaded checkpoint was trained with, its weights (the EMA weights when asked and present) loaded."""
     from vitpe.config import config_from_dict
     from vitpe.engine.build import build_model
 
+    model = build_model(config_from_dict(ckpt["config"]), num_classes=len(ckpt["classes"]))
+    model.load_state_dict(ckpt["ema"] if use_ema and ckpt.get("ema") is not None else ckpt["model"])
+    return model
+
+
+def model_from_checkpoint(path: str | os.PathLike, use_ema: bool = True) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """Rebuild the model a checkpoint file was trained with and load its weights (EMA weights when present)."""
     ckpt = load_checkpoint(path)
-    config = config_from_dict(ckpt["config"])
-    model = build_model(config, num_classes=len(ckpt["classes"]))
-    state = ckpt["ema"] if use_ema and ckpt.get("ema") is not None else ckpt["model"]
-    model.load_state_dict(state)
-    return model, ckpt
+    return build_from_checkpoint(ckpt, use_ema), ckpt

@@ -12,8 +12,8 @@ from tqdm import tqdm
 
 from vitpe.config import config_from_dict
 from vitpe.data import BatchLoader, ImageSet
-from vitpe.engine.build import build_model, load_split, reference_size
-from vitpe.engine.checkpoint import CheckpointError, load_checkpoint
+from vitpe.engine.build import load_split, reference_size
+from vitpe.engine.checkpoint import CheckpointError, build_from_checkpoint, load_checkpoint
 from vitpe.engine.loop import evaluate
 from vitpe.pe import ResizeError
 from vitpe.pe.grid import check_resize_mode
@@ -87,10 +87,7 @@ def evaluate_run(run: Run, sizes: Iterable[Size], modes: Iterable[str], *, test_
     if test_set is None:
         test_set = load_split(config, "test")
     test_set = test_set.limit(limit)
-    model = build_model(config, num_classes=len(run.ckpt["classes"]))
-    weights = run.ckpt["ema"] if use_ema and run.ckpt.get("ema") is not None else run.ckpt["model"]
-    model.load_state_dict(weights)
-    model.to(device)
+    model = build_from_checkpoint(run.ckpt, use_ema).to(device)
     norm = run.ckpt["normalization"]
     records = []
     for size in sizes:
