@@ -66,9 +66,10 @@ def train_one_epoch(model: torch.nn.Module, loader: BatchLoader, optimizer: torc
                 loss = torch.sum(-targets * F.log_softmax(logits.float(), dim=-1), dim=-1).mean()
             else:
                 loss = F.cross_entropy(logits.float(), targets, label_smoothing=label_smoothing)
-        if not math.isfinite(loss.item()):
+        loss_value = loss.item()  # one device sync per step
+        if not math.isfinite(loss_value):
             raise NonFiniteLossError(
-                f"the training loss became {loss.item()} at epoch {state.epoch + 1}, step {state.step_in_epoch}; "
+                f"the training loss became {loss_value} at epoch {state.epoch + 1}, step {state.step_in_epoch}; "
                 f"the last good checkpoint is kept. Lower train.lr or raise train.warmup_epochs / train.grad_clip"
             )
         optimizer.zero_grad(set_to_none=True)
@@ -81,7 +82,7 @@ def train_one_epoch(model: torch.nn.Module, loader: BatchLoader, optimizer: torc
         scheduler.step_update(state.global_step)
         if ema is not None:
             ema.update(model, step=state.global_step)
-        state.loss_sum += loss.item() * len(labels)
+        state.loss_sum += loss_value * len(labels)
         state.correct += (logits.argmax(-1) == labels).sum().item()
         state.seen += len(labels)
         images_done += len(labels)
