@@ -5,6 +5,8 @@
 
 Test images are resized from their native size with anti-aliased bicubic interpolation. Writes DIR/resolution.json,
 .csv, .md (mean ± std over runs that differ only in seed) and .png; with --plot-pe, one PE picture per run.
+Each run's records are also kept in DIR/runs/<run>.json with the checkpoint's SHA-256: rerunning the same command
+reuses them, so a long sweep resumes where it stopped and more runs can be added to a finished one.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from tqdm import tqdm
 from vitpe.config import ConfigError
 from vitpe.data import DataError
 from vitpe.engine.checkpoint import CheckpointError, build_from_checkpoint
-from vitpe.resolution import evaluate_run, find_run, parse_modes, parse_resolutions, write_reports
+from vitpe.resolution import cached_evaluate_run, find_run, parse_modes, parse_resolutions, write_reports
 from vitpe.resolution.pe_plots import plot_pe
 
 
@@ -34,7 +36,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ema", action="store_true", help="evaluate the EMA weights when the run has them")
     parser.add_argument("--data-root", help="where the test data lives (default: the run's data.root / VITPE_DATA)")
     parser.add_argument("--limit", type=int, default=0, help="evaluate on the first N test images only")
-    parser.add_argument("--batch-size", type=int, default=500)
+    parser.add_argument("--batch-size", type=int, default=500,
+                        help="most images per batch (fewer at large resolutions: about 8k tokens per batch)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--plot-pe", action="store_true", help="also draw each run's PE (PNG files in --out)")
     return parser.parse_args(argv)
@@ -50,9 +53,9 @@ def main(argv: list[str] | None = None) -> int:
         with tqdm(total=len(runs) * len(sizes) * len(modes), desc="evaluating", dynamic_ncols=True) as bar:
             for run in runs:
                 bar.set_postfix(run=run.name)
-                records += evaluate_run(run, sizes, modes, data_root=data_root, limit=args.limit,
-                                        batch_size=args.batch_size, use_ema=args.ema, device=args.device,
-                                        progress=bar)
+                records += cached_evaluate_run(run, Path(args.out) / "runs", sizes, modes, data_root=data_root,
+                                               limit=args.limit, batch_size=args.batch_size, use_ema=args.ema,
+                                               device=args.device, progress=bar)
         paths = write_reports(records, args.out, "resolution", "Accuracy against test resolution")
         if args.plot_pe:
             paths += plot_runs(runs, sizes, Path(args.out))

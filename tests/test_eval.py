@@ -8,6 +8,7 @@ import pytest
 import eval as eval_cli
 import train
 from vitpe.resolution import parse_resolutions
+from vitpe.resolution.sweep import batch_size_for
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
@@ -72,6 +73,34 @@ def test_results_are_deterministic(runs, tmp_path):
     _eval(runs, tmp_path / "a")
     _eval(runs, tmp_path / "b")
     assert (tmp_path / "a" / "resolution.json").read_text() == (tmp_path / "b" / "resolution.json").read_text()
+
+
+def test_rerun_reuses_cached_records_and_notices_new_weights(runs, tmp_path, monkeypatch):
+    import vitpe.resolution.sweep as sweep
+
+    assert _eval(runs, tmp_path) == 0
+    first = (tmp_path / "resolution.json").read_text()
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["learnable-s0.json", "learnable-s1.json",
+                                                                   "rope-s0.json"]
+    evaluated = []
+    real = sweep.evaluate_run
+    monkeypatch.setattr(sweep, "evaluate_run", lambda run, *a, **k: evaluated.append(run.name) or real(run, *a, **k))
+    assert _eval(runs, tmp_path) == 0
+    assert evaluated == [] and (tmp_path / "resolution.json").read_text() == first
+    # other settings (here: --limit) or a changed checkpoint are evaluated again
+    assert _eval(runs, tmp_path, "--limit", "64") == 0
+    assert evaluated == ["learnable-s0", "learnable-s1", "rope-s0"]
+    evaluated.clear()
+    (tmp_path / "runs" / "rope-s0.json").write_text("{not json")
+    assert _eval(runs, tmp_path, "--limit", "64") == 0
+    assert evaluated == ["rope-s0"]
+
+
+def test_evaluation_batches_shrink_with_resolution():
+    assert batch_size_for((32, 32), 4, 500) == 128  # 64 tokens
+    assert batch_size_for((64, 64), 4, 500) == 32  # 256 tokens
+    assert batch_size_for((16, 16), 4, 100) == 100  # capped by --batch-size
+    assert batch_size_for((4096, 4096), 4, 500) == 1
 
 
 def test_bad_arguments_are_clear_errors(runs, tmp_path, capsys):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,16 @@ from vitpe.pe import ResizeError
 from vitpe.pe.grid import check_resize_mode
 
 Size = tuple[int, int]
+
+# Images per evaluation batch shrink as images grow: on CPU, batches of ~8k tokens run about twice as fast as batches
+# of 500 64-px images (whose attention maps no longer fit in cache).
+TOKENS_PER_BATCH = 8192
+
+
+def batch_size_for(size: Size, patch_size: int, max_images: int, tokens_per_batch: int = TOKENS_PER_BATCH) -> int:
+    """Images per batch at ``size``: at most ``max_images`` and about ``tokens_per_batch`` patch tokens."""
+    tokens = (size[0] // patch_size) * (size[1] // patch_size)
+    return max(1, min(max_images, tokens_per_batch // max(tokens, 1)))
 
 
 def parse_resolutions(text: str) -> list[Size]:
@@ -53,6 +64,14 @@ class Run:
     name: str
     checkpoint: Path
     ckpt: dict[str, Any]
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the checkpoint file: cached results are reused only for the very same weights."""
+        digest = hashlib.sha256()
+        with self.checkpoint.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+        return digest.hexdigest()
 
     @property
     def config(self):
@@ -91,7 +110,7 @@ def evaluate_run(run: Run, sizes: Iterable[Size], modes: Iterable[str], *, test_
     norm = run.ckpt["normalization"]
     records = []
     for size in sizes:
-        loader = BatchLoader(test_set, batch_size, train=False, mean=norm["mean"], std=norm["std"], img_sizes=[size],
+        loader = BatchLoader(test_set, batch_size_for(size, model.patch_size, batch_size), train=False, mean=norm["mean"], std=norm["std"], img_sizes=[size],
                              device=device)
         for mode in modes:
             record = {"run": run.name, "pe": config.model.pe, "resolution": resolution_label(size),
@@ -107,4 +126,29 @@ def evaluate_run(run: Run, sizes: Iterable[Size], modes: Iterable[str], *, test_
             records.append(record)
             if progress is not None:
                 progress.update(1)
+    return records
+
+
+def cached_evaluate_run(run: Run, cache_dir: Path, sizes: list[Size], modes: list[str], **kwargs: Any
+                        ) -> list[dict[str, Any]]:
+    """:func:`evaluate_run`, its records kept in ``cache_dir/<run>.json`` with the checkpoint's fingerprint and the
+    sweep's settings; a rerun with the same checkpoint and settings reads them back instead of evaluating again
+    (so an interrupted sweep over many runs resumes where it stopped)."""
+    settings = {"sizes": [list(s) for s in sizes], "modes": list(modes),
+                **{k: v for k, v in kwargs.items() if k in ("limit", "use_ema")}, "fingerprint": run.fingerprint()}
+    path = Path(cache_dir) / f"{run.name.replace('/', '_')}.json"
+    if path.is_file():
+        try:
+            cached = json.loads(path.read_text())
+            if cached.get("settings") == settings:
+                if kwargs.get("progress") is not None:
+                    kwargs["progress"].update(len(cached["records"]))
+                return cached["records"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            pass  # an unreadable cache entry is simply recomputed
+    records = evaluate_run(run, sizes, modes, **kwargs)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"settings": settings, "records": records}))
+    tmp.replace(path)
     return records
