@@ -1,12 +1,16 @@
-"""Evaluate trained runs at other image resolutions, interpolating or extrapolating their position encodings.
+"""Evaluate trained runs at other image resolutions (or text runs at other sequence lengths), interpolating or
+extrapolating their position encodings.
 
     python eval.py RUN_DIR_OR_CHECKPOINT [MORE ...] --resolutions 16,24,32,40,48,64 \\
                    --pe-resize interpolate,extrapolate --out DIR [--plot-pe]
+    python eval.py TEXT_RUN_DIR [MORE ...] --lengths 64,128,256,512 --pe-resize interpolate,extrapolate --out DIR
 
 Test images are resized from their native size with anti-aliased bicubic interpolation. Writes DIR/resolution.json,
 .csv, .md (mean ± std over runs that differ only in seed) and .png; with --plot-pe, one PE picture per run.
 Each run's records are also kept in DIR/runs/<run>.json with the checkpoint's SHA-256: rerunning the same command
 reuses them, so a long sweep resumes where it stopped and more runs can be added to a finished one.
+With --lengths (text runs on the synthetic tasks), test sequences of exactly each length are generated and the files
+are DIR/length.json, .csv, .md, .png.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from vitpe.config import ConfigError
 from vitpe.data import DataError
 from vitpe.engine.checkpoint import CheckpointError, build_from_checkpoint
 from vitpe.resolution import cached_evaluate_run, find_run, parse_modes, parse_resolutions, write_reports
+from vitpe.resolution.lengths import cached_evaluate_lengths, parse_lengths
 from vitpe.resolution.pe_plots import plot_pe
 
 
@@ -30,6 +35,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", help="run folders (their checkpoint.pt) or checkpoint files")
     parser.add_argument("--resolutions", default="16,24,32,40,48,64", help="N or HxW, comma-separated")
+    parser.add_argument("--lengths", help="text runs: sequence lengths, comma-separated (instead of --resolutions)")
     parser.add_argument("--pe-resize", default="interpolate,extrapolate", help="modes, comma-separated")
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--best", action="store_true", help="use best.pt instead of checkpoint.pt of run folders")
@@ -46,18 +52,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
+        lengths = parse_lengths(args.lengths) if args.lengths else None
         sizes, modes = parse_resolutions(args.resolutions), parse_modes(args.pe_resize)
         runs = [find_run(path, args.best) for path in args.runs]
         data_root = args.data_root or os.environ.get("VITPE_DATA")
+        common = dict(limit=args.limit, batch_size=args.batch_size, use_ema=args.ema, device=args.device)
         records = []
-        with tqdm(total=len(runs) * len(sizes) * len(modes), desc="evaluating", dynamic_ncols=True) as bar:
+        points = len(lengths) if lengths else len(sizes)
+        with tqdm(total=len(runs) * points * len(modes), desc="evaluating", dynamic_ncols=True) as bar:
             for run in runs:
                 bar.set_postfix(run=run.name)
-                records += cached_evaluate_run(run, Path(args.out) / "runs", sizes, modes, data_root=data_root,
-                                               limit=args.limit, batch_size=args.batch_size, use_ema=args.ema,
-                                               device=args.device, progress=bar)
-        paths = write_reports(records, args.out, "resolution", "Accuracy against test resolution")
-        if args.plot_pe:
+                if lengths:
+                    records += cached_evaluate_lengths(run, Path(args.out) / "runs", lengths, modes, progress=bar,
+                                                       **common)
+                else:
+                    records += cached_evaluate_run(run, Path(args.out) / "runs", sizes, modes, data_root=data_root,
+                                                   progress=bar, **common)
+        if lengths:
+            paths = write_reports(records, args.out, "length", "Accuracy against sequence length")
+        else:
+            paths = write_reports(records, args.out, "resolution", "Accuracy against test resolution")
+        if args.plot_pe and not lengths:
             paths += plot_runs(runs, sizes, Path(args.out))
     except (ConfigError, DataError, CheckpointError, ValueError) as err:
         if os.environ.get("VITPE_DEBUG"):

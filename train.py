@@ -23,11 +23,13 @@ from timm.data import Mixup
 from timm.utils import ModelEmaV3
 
 from vitpe.config import ConfigError, config_from_dict, dump_config, load_config, to_dict
-from vitpe.data import BatchLoader, DataError, channel_stats
-from vitpe.engine.build import build_model, build_optimizer, build_scheduler, load_data, reference_size
+from vitpe.data import DataError
+from vitpe.data.text import Vocabulary
+from vitpe.engine.build import build_model, build_optimizer, build_scheduler
 from vitpe.engine.checkpoint import CheckpointError, load_checkpoint, save_atomic
 from vitpe.engine.distributed import init_distributed, shutdown
 from vitpe.engine.loop import NonFiniteLossError, TrainState, evaluate, train_one_epoch
+from vitpe.engine.run_data import build_run_data
 from vitpe.pe import ResizeError
 
 EXPECTED_ERRORS = (ConfigError, DataError, CheckpointError, NonFiniteLossError, ResizeError, ValueError)
@@ -39,7 +41,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run saved in RUN_DIR")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (summary lines only)")
     parser.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. train.epochs=5")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # overrides may come before or after the flags
     if not args.config and not args.resume:
         parser.error("give --config FILE (and optional key=value overrides) or --resume RUN_DIR")
     return args
@@ -94,27 +96,18 @@ def run(args: argparse.Namespace) -> None:
                           f"out_dir")
 
     # ---- data
-    train_set, test_set = load_data(config)
-    val_set = None
-    if config.data.val_split:
-        train_set, val_set = train_set.split(config.data.val_split)
-    mean, std = (ckpt["normalization"]["mean"], ckpt["normalization"]["std"]) if ckpt else \
-        channel_stats(train_set.images)
-    common = dict(mean=mean, std=std, device=device, rank=dist_info.rank, world=dist_info.world)
-    train_loader = BatchLoader(train_set, t.batch_size, train=True, seed=t.seed, img_sizes=t.img_sizes,
-                               crop_padding=config.data.crop_padding, hflip=config.data.hflip,
-                               randaugment=config.data.randaugment, **common)
-    eval_size = [reference_size(config)]
-    test_loader = BatchLoader(test_set, t.eval_batch_size, train=False, img_sizes=eval_size, **common)
-    val_loader = BatchLoader(val_set, t.eval_batch_size, train=False, img_sizes=eval_size, **common) \
-        if val_set is not None else None
-    num_classes = len(train_set.classes)
+    data = build_run_data(config, ckpt, device, dist_info)
+    num_classes = len(data.classes)
+    for split, stats in data.stats.items() if dist_info.is_main else ():
+        print(f"{split}: {stats['n']} sequences, tokens per sequence mean {stats['mean']}, median "
+              f"{stats['median']}, p95 {stats['p95']}, max {stats['max']}", flush=True)
 
     # ---- model, optimiser, schedule, EMA, mixup
     torch.manual_seed(t.seed)
-    model = build_model(config, num_classes).to(device)
+    vocab = data.checkpoint_extras.get("vocab")
+    model = build_model(config, num_classes, len(vocab) if vocab is not None else None).to(device)
     optimizer = build_optimizer(config, model)
-    scheduler = build_scheduler(config, optimizer, len(train_loader))
+    scheduler = build_scheduler(config, optimizer, len(data.train))
     ema = ModelEmaV3(model, decay=t.ema) if t.ema > 0 else None
     mixup = Mixup(mixup_alpha=config.data.mixup, cutmix_alpha=config.data.cutmix,
                   label_smoothing=t.label_smoothing, num_classes=num_classes) \
@@ -139,6 +132,10 @@ def run(args: argparse.Namespace) -> None:
     if dist_info.is_main:
         out_dir.mkdir(parents=True, exist_ok=True)
         dump_config(config, out_dir / "config.yaml")
+        if vocab is not None:
+            Vocabulary(vocab).save(out_dir / "vocab.json")
+        if data.stats:
+            (out_dir / "data_stats.json").write_text(json.dumps(data.stats, indent=1) + "\n")
         kept = [line for line in metrics_path.read_text().splitlines() if json.loads(line)["epoch"] <= state.epoch] \
             if ckpt is not None and metrics_path.exists() else []
         metrics_path.write_text("".join(line + "\n" for line in kept))  # drop records past the checkpoint
@@ -148,29 +145,30 @@ def run(args: argparse.Namespace) -> None:
             save_atomic({
                 "config": to_dict(config), "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict(), "ema": ema.module.state_dict() if ema is not None else None,
-                "train_state": dataclasses.asdict(state), "classes": list(train_set.classes),
-                "normalization": {"mean": list(mean), "std": list(std)}, "torch": str(torch.__version__),
+                "train_state": dataclasses.asdict(state), "classes": data.classes, **data.checkpoint_extras,
+                "torch": str(torch.__version__),
             }, path)
 
     def on_step(s: TrainState) -> None:
-        if t.checkpoint_every and s.global_step % t.checkpoint_every == 0 and s.step_in_epoch < len(train_loader):
+        if t.checkpoint_every and s.global_step % t.checkpoint_every == 0 and s.step_in_epoch < len(data.train):
             checkpoint(out_dir / "checkpoint.pt")
 
     # ---- loop
+    rate_key = "seq_per_s" if config.task == "text" else "img_per_s"
     while state.epoch < t.epochs:
         started = time.perf_counter()
         train_metrics = train_one_epoch(
-            train_model, train_loader, optimizer, scheduler, state, seed=t.seed, label_smoothing=t.label_smoothing,
+            train_model, data.train, optimizer, scheduler, state, seed=t.seed, label_smoothing=t.label_smoothing,
             grad_clip=t.grad_clip, mixup=mixup, ema=ema, dist_info=dist_info, device=device, on_step=on_step,
-            progress=not args.no_progress)
-        test = evaluate(model, test_loader, device, dist_info)
+            progress=not args.no_progress, rate_key=rate_key)
+        test = evaluate(model, data.test, device, dist_info)
         record = {"epoch": state.epoch + 1, "step": state.global_step, **train_metrics,
                   "test_loss": test["loss"], "test_acc": test["acc"]}
-        if val_loader is not None:
-            val = evaluate(model, val_loader, device, dist_info)
+        if data.val is not None:
+            val = evaluate(model, data.val, device, dist_info)
             record.update(val_loss=val["loss"], val_acc=val["acc"])
         if ema is not None:
-            record["test_acc_ema"] = evaluate(ema.module, test_loader, device, dist_info)["acc"]
+            record["test_acc_ema"] = evaluate(ema.module, data.test, device, dist_info)["acc"]
         state.elapsed_s += time.perf_counter() - started
         record.update(lr=optimizer.param_groups[0]["lr"], elapsed_s=state.elapsed_s)
         state.epoch, state.step_in_epoch = state.epoch + 1, 0
@@ -186,7 +184,7 @@ def run(args: argparse.Namespace) -> None:
                 checkpoint(out_dir / "best.pt")
             print(f"epoch {record['epoch']}/{t.epochs}  train_loss {record['train_loss']:.4f}  "
                   f"train_acc {record['train_acc']:.4f}  test_loss {record['test_loss']:.4f}  "
-                  f"test_acc {record['test_acc']:.4f}  {record['img_per_s']:.0f} img/s  "
+                  f"test_acc {record['test_acc']:.4f}  {record[rate_key]:.0f} {rate_key[:-6]}/s  "
                   f"{record['elapsed_s']:.0f}s", flush=True)
     shutdown(dist_info)
 

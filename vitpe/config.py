@@ -44,7 +44,7 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
-    dataset: str = "cifar10"  # cifar10 | cifar100 | imagefolder | synthetic
+    dataset: str = "cifar10"  # image: cifar10 | cifar100 | imagefolder | synthetic; text: sst2 | order | adjacent
     root: str = field(default_factory=default_data_root)
     img_size: int = 32  # native size the images are stored at (imagefolder images are resized to it)
     train_limit: int = 0  # use only the first N training images (0 = all)
@@ -55,7 +55,14 @@ class DataConfig:
     randaugment: str = ""  # e.g. "rand-m9-n2" (torchvision RandAugment with num_ops=n, magnitude=m); "" = off
     mixup: float = 0.0
     cutmix: float = 0.0
-    synthetic_size: int = 2048  # images per split for the synthetic dataset
+    synthetic_size: int = 2048  # synthetic images / sequences for training (a quarter of that for testing)
+    # text (task: text)
+    eval_split: str = "test"  # split evaluated during training: test, or dev (SST-2's usual reported split)
+    max_len: int = 64  # text: longest sequence (longer SST-2 texts are cut); the PE's reference length
+    min_len: int = 0  # synthetic text: shortest training sequence (0 = max_len)
+    vocab_min_freq: int = 1  # SST-2: keep words seen at least this often in training
+    vocab_max_size: int = 0  # SST-2: at most this many vocabulary entries (0 = no cap)
+    synthetic_vocab: int = 64  # synthetic text: vocabulary size (specials, markers A and B, fillers)
 
 
 @dataclass
@@ -205,8 +212,10 @@ def dump_config(config: Config, path: str | os.PathLike) -> None:
     Path(path).write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
 
 
-DATASETS = ("cifar10", "cifar100", "imagefolder", "synthetic")
-TASKS = ("image",)
+IMAGE_DATASETS = ("cifar10", "cifar100", "imagefolder", "synthetic")
+TEXT_DATASETS = ("sst2", "order", "adjacent")
+DATASETS = IMAGE_DATASETS + TEXT_DATASETS
+TASKS = ("image", "text")
 
 
 def validate(config: Config) -> None:
@@ -214,6 +223,11 @@ def validate(config: Config) -> None:
     checks = [
         (config.task in TASKS, "task", f"one of {list(TASKS)}"),
         (config.data.dataset in DATASETS, "data.dataset", f"one of {list(DATASETS)}"),
+        (config.data.dataset in (TEXT_DATASETS if config.task == "text" else IMAGE_DATASETS), "data.dataset",
+         f"a {config.task} data set with task={config.task}: one of "
+         f"{list(TEXT_DATASETS if config.task == 'text' else IMAGE_DATASETS)}"),
+        (config.data.eval_split in (("test", "dev") if config.data.dataset == "sst2" else ("test",)),
+         "data.eval_split", "test (or dev for sst2)"),
         (config.train.epochs >= 1, "train.epochs", ">= 1"),
         (config.train.batch_size >= 1, "train.batch_size", ">= 1"),
         (config.train.lr > 0, "train.lr", "> 0"),
@@ -225,6 +239,18 @@ def validate(config: Config) -> None:
     for ok, key, what in checks:
         if not ok:
             raise ConfigError(f"{key} must be {what}")
+    if config.task == "text":
+        d = config.data
+        text_checks = [
+            (d.max_len >= 1, "data.max_len", ">= 1"),
+            (0 <= d.min_len <= d.max_len, "data.min_len", f"between 0 and data.max_len ({d.max_len})"),
+            (not (d.mixup or d.cutmix or d.randaugment), "data.mixup/cutmix/randaugment", "off for text"),
+            (d.synthetic_vocab >= 8, "data.synthetic_vocab", ">= 8"),
+        ]
+        for ok, key, what in text_checks:
+            if not ok:
+                raise ConfigError(f"{key} must be {what}")
+        return
     for size in config.train.img_sizes:
         if size % config.model.patch_size:
             raise ConfigError(f"train.img_sizes: {size} is not divisible by model.patch_size "

@@ -52,33 +52,24 @@ def resize_batch(images: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     return F.interpolate(images, size=size, mode="bicubic", align_corners=False, antialias=True)
 
 
-class BatchLoader:
-    """Iterate over ``data`` in batches of float images (B, 3, S, S), normalised, plus labels (B,).
+class ShardedBatches:
+    """Seeded, resumable, DDP-sharded batching over a data set of ``len(data)`` examples; subclasses build batches.
 
-    Training loaders shuffle every epoch, drop the last partial batch and augment (random crop with padding,
-    horizontal flip, optional RandAugment); evaluation loaders keep order and every image. ``img_sizes`` holds sizes
-    (an int for a square, or (h, w)); with more than one entry training draws one size per batch (multi-resolution). ``rank``/``world`` shard the data for DDP.
+    Training shuffles every epoch (permutation seeded by ``(seed, epoch)``) and drops the last partial batch; evaluation
+    keeps order and every example. ``rank``/``world`` give each DDP rank a disjoint shard.
     """
 
-    def __init__(self, data: ImageSet, batch_size: int, *, train: bool, mean: list[float], std: list[float],
-                 seed: int = 0, img_sizes: tuple | list = (32,), crop_padding: int = 4,
-                 hflip: bool = True, randaugment: str = "", rank: int = 0, world: int = 1,
+    def __init__(self, data, batch_size: int, *, train: bool, seed: int = 0, rank: int = 0, world: int = 1,
                  device: torch.device | str = "cpu") -> None:
         if len(data) == 0:
             raise ValueError("the data set is empty")
-        self.data, self.batch_size, self.train = data, batch_size, train
-        self.device = torch.device(device)
-        self.mean = torch.tensor(mean, device=self.device).view(1, -1, 1, 1)  # (1, C, 1, 1)
-        self.std = torch.tensor(std, device=self.device).view(1, -1, 1, 1)
-        self.seed = seed
-        self.img_sizes = [(size, size) if isinstance(size, int) else tuple(size) for size in img_sizes]  # (h, w)
-        self.crop_padding, self.hflip = crop_padding, hflip
-        self.randaugment = _build_randaugment(randaugment) if train and randaugment else None
+        self.data, self.batch_size, self.train, self.seed = data, batch_size, train, seed
         self.rank, self.world = rank, world
+        self.device = torch.device(device)
         per_rank = len(data) // world if train else -(-len(data) // world)
         self.steps = per_rank // batch_size if train else -(-per_rank // batch_size)
         if self.steps == 0:
-            raise ValueError(f"{len(data)} images give no full batch of {batch_size} per rank ({world} ranks); "
+            raise ValueError(f"{len(data)} examples give no full batch of {batch_size} per rank ({world} ranks); "
                              f"lower train.batch_size")
 
     def __len__(self) -> int:
@@ -92,11 +83,34 @@ class BatchLoader:
         per_rank = n // self.world
         return order[: per_rank * self.world].view(per_rank, self.world)[:, self.rank]  # (per_rank,)
 
-    def epoch(self, epoch: int = 0, start_step: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def epoch(self, epoch: int = 0, start_step: int = 0) -> Iterator[tuple]:
         indices = self._indices(epoch)
         for step in range(start_step, self.steps):
             idx = indices[step * self.batch_size:(step + 1) * self.batch_size]
             yield self.batch(idx, epoch, step)
+
+    def batch(self, idx: torch.Tensor, epoch: int, step: int) -> tuple:
+        raise NotImplementedError
+
+
+class BatchLoader(ShardedBatches):
+    """Iterate over ``data`` in batches of float images (B, 3, S, S), normalised, plus labels (B,).
+
+    Training loaders augment (random crop with padding, horizontal flip, optional RandAugment). ``img_sizes`` holds
+    sizes (an int for a square, or (h, w)); with more than one entry training draws one size per batch
+    (multi-resolution).
+    """
+
+    def __init__(self, data: ImageSet, batch_size: int, *, train: bool, mean: list[float], std: list[float],
+                 seed: int = 0, img_sizes: tuple | list = (32,), crop_padding: int = 4,
+                 hflip: bool = True, randaugment: str = "", rank: int = 0, world: int = 1,
+                 device: torch.device | str = "cpu") -> None:
+        super().__init__(data, batch_size, train=train, seed=seed, rank=rank, world=world, device=device)
+        self.mean = torch.tensor(mean, device=self.device).view(1, -1, 1, 1)  # (1, C, 1, 1)
+        self.std = torch.tensor(std, device=self.device).view(1, -1, 1, 1)
+        self.img_sizes = [(size, size) if isinstance(size, int) else tuple(size) for size in img_sizes]  # (h, w)
+        self.crop_padding, self.hflip = crop_padding, hflip
+        self.randaugment = _build_randaugment(randaugment) if train and randaugment else None
 
     def batch(self, idx: torch.Tensor, epoch: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         images, labels = self.data.images[idx], self.data.labels[idx]  # (B, 3, H, W) uint8, (B,)

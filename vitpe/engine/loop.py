@@ -12,7 +12,8 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from vitpe.data import BatchLoader, step_seed
+from vitpe.data import step_seed
+from vitpe.data.loader import ShardedBatches
 from vitpe.engine.distributed import DistInfo, all_reduce_sum
 
 
@@ -41,27 +42,29 @@ def autocast(device: torch.device):
                                                                                                    enabled=False)
 
 
-def train_one_epoch(model: torch.nn.Module, loader: BatchLoader, optimizer: torch.optim.Optimizer, scheduler: Any,
+def train_one_epoch(model: torch.nn.Module, loader: ShardedBatches, optimizer: torch.optim.Optimizer, scheduler: Any,
                     state: TrainState, *, seed: int, label_smoothing: float, grad_clip: float,
                     mixup: Callable | None, ema: Any, dist_info: DistInfo, device: torch.device,
-                    on_step: Callable[[TrainState], None] | None = None, progress: bool = True) -> dict[str, float]:
-    """Train ``state.epoch`` from ``state.step_in_epoch`` to its end; returns loss / accuracy / throughput."""
+                    on_step: Callable[[TrainState], None] | None = None, progress: bool = True,
+                    rate_key: str = "img_per_s") -> dict[str, float]:
+    """Train ``state.epoch`` from ``state.step_in_epoch`` to its end; returns loss / accuracy / throughput (examples
+    per second under ``rate_key``). Batches are ``(inputs, labels)``; a tuple of inputs is unpacked into the model."""
     model.train()
     start = time.perf_counter()
-    images_done = 0
+    done_examples = 0
     bar = tqdm(loader.epoch(state.epoch, state.step_in_epoch), total=len(loader), initial=state.step_in_epoch,
                desc=f"epoch {state.epoch + 1}", disable=not (progress and dist_info.is_main), leave=False,
                dynamic_ncols=True)
-    for images, labels in bar:
+    for inputs, labels in bar:
         # dropout / drop-path (torch) and mixup (numpy) draw from generators seeded per step: resumable anywhere
         rng_seed = step_seed(seed, state.epoch, state.step_in_epoch, salt=99 + dist_info.rank)
         torch.manual_seed(rng_seed)
         np.random.seed(rng_seed % 2**32)
         targets = labels
         if mixup is not None:
-            images, targets = mixup(images, labels)
+            inputs, targets = mixup(inputs, labels)
         with autocast(device):
-            logits = model(images)
+            logits = model(*inputs) if isinstance(inputs, tuple) else model(inputs)
             if targets.dim() == 2:  # soft targets from mixup / cutmix (smoothing already applied)
                 loss = torch.sum(-targets * F.log_softmax(logits.float(), dim=-1), dim=-1).mean()
             else:
@@ -85,27 +88,27 @@ def train_one_epoch(model: torch.nn.Module, loader: BatchLoader, optimizer: torc
         state.loss_sum += loss_value * len(labels)
         state.correct += (logits.argmax(-1) == labels).sum().item()
         state.seen += len(labels)
-        images_done += len(labels)
+        done_examples += len(labels)
         bar.set_postfix(loss=f"{state.loss_sum / state.seen:.3f}", acc=f"{state.correct / state.seen:.3f}",
-                        img_s=f"{images_done / (time.perf_counter() - start):.0f}")
+                        img_s=f"{done_examples / (time.perf_counter() - start):.0f}")
         if on_step is not None:
             on_step(state)
     seconds = time.perf_counter() - start
-    loss_sum, correct, seen, done = all_reduce_sum([state.loss_sum, state.correct, state.seen, images_done],
+    loss_sum, correct, seen, done = all_reduce_sum([state.loss_sum, state.correct, state.seen, done_examples],
                                                    device, dist_info)
     return {"train_loss": loss_sum / max(seen, 1), "train_acc": correct / max(seen, 1),
-            "img_per_s": done / max(seconds, 1e-9)}
+            rate_key: done / max(seconds, 1e-9)}
 
 
 @torch.inference_mode()
-def evaluate(model: torch.nn.Module, loader: BatchLoader, device: torch.device,
+def evaluate(model: torch.nn.Module, loader: ShardedBatches, device: torch.device,
              dist_info: DistInfo = DistInfo()) -> dict[str, float]:
-    """Mean cross-entropy and accuracy (a fraction) over the loader's images (summed over ranks)."""
+    """Mean cross-entropy and accuracy (a fraction) over the loader's examples (summed over ranks)."""
     model.eval()
     loss_sum = correct = seen = 0.0
-    for images, labels in loader.epoch(0):
+    for inputs, labels in loader.epoch(0):
         with autocast(device):
-            logits = model(images).float()
+            logits = (model(*inputs) if isinstance(inputs, tuple) else model(inputs)).float()
         loss_sum += F.cross_entropy(logits, labels, reduction="sum").item()
         correct += (logits.argmax(-1) == labels).sum().item()
         seen += len(labels)

@@ -13,14 +13,10 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import torch
-from timm.layers import PatchEmbed, trunc_normal_
+from timm.layers import PatchEmbed
 from torch import nn
 
-import vitpe.pe
-from vitpe.models.attention import Block
-from vitpe.pe.grid import check_resize_mode
-
-POOLS = ("cls", "mean")
+from vitpe.models.encoder import PETrunk, check_pool
 
 
 def _pair(size: int | Sequence[int]) -> tuple[int, int]:
@@ -30,7 +26,7 @@ def _pair(size: int | Sequence[int]) -> tuple[int, int]:
     return int(pair[0]), int(pair[1])
 
 
-class ViT(nn.Module):
+class ViT(PETrunk):
     """ViT with any registered position encoding.
 
     Args:
@@ -68,49 +64,23 @@ class ViT(nn.Module):
         qkv_bias: bool = True,
     ) -> None:
         super().__init__()
-        if pool not in POOLS:
-            raise ValueError(f"unknown pool {pool!r}; choose one of {list(POOLS)}")
-        class_token = pool == "cls" if class_token is None else class_token
-        if pool == "cls" and not class_token:
-            raise ValueError("pool='cls' needs class_token=True")
+        class_token = check_pool(pool, class_token)
         self.img_size = _pair(img_size)
         if patch_size < 1:
             raise ValueError(f"patch_size must be positive, got {patch_size}")
         self.patch_size = patch_size
         self.grid = self.patch_grid(self.img_size)
-        self.pool = pool
-        self.num_classes = num_classes
         self.in_chans = in_chans
-        self.num_features = self.embed_dim = dim
-        self.num_prefix_tokens = int(class_token)
-
         self.patch_embed = PatchEmbed(self.img_size, patch_size, in_chans, dim, output_fmt="NHWC",
                                       strict_img_size=False)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if class_token else None
-        self.pe = vitpe.pe.build(pe, dim=dim, heads=heads, depth=depth, grid=self.grid,
-                                 num_prefix_tokens=self.num_prefix_tokens, resize=check_resize_mode(pe_resize),
-                                 **(pe_options or {}))
-        rates = torch.linspace(0, drop_path, depth).tolist()
-        self.blocks = nn.ModuleList(
-            Block(dim, heads, mlp_ratio, qkv_bias=qkv_bias, drop=drop_rate, attn_drop=attn_drop_rate, drop_path=r)
-            for r in rates
-        )
-        self.norm = nn.LayerNorm(dim)
-        self.head_drop = nn.Dropout(drop_rate)
-        self.head = nn.Linear(dim, num_classes) if num_classes > 0 else nn.Identity()
-        self.apply(self._init_weights)
+        self.build_trunk(grid=self.grid, num_classes=num_classes, dim=dim, depth=depth, heads=heads,
+                         mlp_ratio=mlp_ratio, pe=pe, pe_options=pe_options, pe_resize=pe_resize, pool=pool,
+                         num_prefix_tokens=int(class_token), drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,
+                         drop_path=drop_path, qkv_bias=qkv_bias)
+        self.init_weights()
         if self.cls_token is not None:
             nn.init.normal_(self.cls_token, std=1e-6)
-
-    @staticmethod
-    def _init_weights(module: nn.Module) -> None:
-        if isinstance(module, nn.Linear):
-            trunc_normal_(module.weight, std=0.02)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.LayerNorm):
-            nn.init.ones_(module.weight)
-            nn.init.zeros_(module.bias)
 
     # ------------------------------------------------------------------------------------------------- resolution
     def patch_grid(self, img_size: tuple[int, int]) -> tuple[int, int]:
@@ -124,15 +94,6 @@ class ViT(nn.Module):
             )
         return h // self.patch_size, w // self.patch_size
 
-    def set_pe_resize(self, mode: str) -> None:
-        """Switch how the PE acts at grids other than the reference: ``"interpolate"`` or ``"extrapolate"``."""
-        self.pe.resize = mode
-
-    def no_weight_decay(self) -> set[str]:
-        """Parameter names excluded from weight decay (timm convention): class token and PE tables/frequencies."""
-        names = {f"pe.{n}" for n in self.pe.no_weight_decay()}
-        return names | ({"cls_token"} if self.cls_token is not None else set())
-
     # ---------------------------------------------------------------------------------------------------- forward
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """(B, C, H, W) -> normalised tokens (B, T, D)."""
@@ -144,17 +105,7 @@ class ViT(nn.Module):
         x = self.patch_embed(x).flatten(1, 2)  # (B, gh, gw, D) -> (B, N, D)
         if self.cls_token is not None:
             x = torch.cat((self.cls_token.expand(x.shape[0], -1, -1), x), dim=1)  # (B, T, D)
-        state = self.pe.prepare(grid)
-        for layer, block in enumerate(self.blocks):
-            x = self.pe.add_to_tokens(x, state, layer)
-            x = block(x, self.pe, state, layer)
-        return self.norm(x)
-
-    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        """Pool tokens (B, T, D) -> (B, D) and classify -> (B, num_classes)."""
-        x = x[:, 0] if self.pool == "cls" else x[:, self.num_prefix_tokens:].mean(dim=1)
-        x = self.head_drop(x)
-        return x if pre_logits else self.head(x)
+        return self.encode(x, grid)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward_head(self.forward_features(x))

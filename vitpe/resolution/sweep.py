@@ -6,13 +6,14 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import torch
 from tqdm import tqdm
 
 from vitpe.config import config_from_dict
 from vitpe.data import BatchLoader, ImageSet
+from vitpe.data.loader import ShardedBatches
 from vitpe.engine.build import load_split, reference_size
 from vitpe.engine.checkpoint import CheckpointError, build_from_checkpoint, load_checkpoint
 from vitpe.engine.loop import evaluate
@@ -96,11 +97,34 @@ def find_run(path: str | Path, use_best: bool = False) -> Run:
     return Run(name, file, load_checkpoint(file))
 
 
+def evaluate_modes(model: torch.nn.Module, loader: ShardedBatches, modes: Iterable[str], base: dict[str, Any],
+                   device: str | torch.device, check: Callable[[], Any] = lambda: None,
+                   progress: tqdm | None = None) -> list[dict[str, Any]]:
+    """One record per resize mode: ``base`` plus accuracy, loss and n of ``model`` on ``loader`` -- or, when the PE
+    cannot work there in that mode (``check()`` or the forward raises), accuracy None and the reason."""
+    records = []
+    for mode in modes:
+        record = {**base, "pe_resize": mode}
+        model.set_pe_resize(mode)
+        try:
+            check()
+            result = evaluate(model, loader, torch.device(device))
+            record.update(accuracy=result["acc"], loss=result["loss"], n=result["n"])
+        except (ResizeError, ValueError) as err:
+            record.update(accuracy=None, loss=None, n=0, reason=str(err))
+        records.append(record)
+        if progress is not None:
+            progress.update(1)
+    return records
+
+
 def evaluate_run(run: Run, sizes: Iterable[Size], modes: Iterable[str], *, test_set: ImageSet | None = None,
                  data_root: str | None = None, limit: int = 0, batch_size: int = 500, use_ema: bool = False,
                  device: str | torch.device = "cpu", progress: tqdm | None = None) -> list[dict[str, Any]]:
     """Accuracy and loss of ``run`` at every size in every resize mode; impossible combinations carry a reason."""
     config = run.config
+    if config.task != "image":
+        raise ValueError(f"{run.name} is a {config.task} run: evaluate it over sequence lengths (--lengths)")
     if data_root is not None:
         config.data.root = data_root
     if test_set is None:
@@ -110,45 +134,42 @@ def evaluate_run(run: Run, sizes: Iterable[Size], modes: Iterable[str], *, test_
     norm = run.ckpt["normalization"]
     records = []
     for size in sizes:
-        loader = BatchLoader(test_set, batch_size_for(size, model.patch_size, batch_size), train=False, mean=norm["mean"], std=norm["std"], img_sizes=[size],
-                             device=device)
-        for mode in modes:
-            record = {"run": run.name, "pe": config.model.pe, "resolution": resolution_label(size),
-                      "height": size[0], "width": size[1], "pe_resize": mode,
-                      "train_resolution": reference_size(config), "group": run.group}
-            model.set_pe_resize(mode)
-            try:
-                model.patch_grid(size)
-                result = evaluate(model, loader, torch.device(device))
-                record.update(accuracy=result["acc"], loss=result["loss"], n=result["n"])
-            except (ResizeError, ValueError) as err:
-                record.update(accuracy=None, loss=None, n=0, reason=str(err))
-            records.append(record)
-            if progress is not None:
-                progress.update(1)
+        loader = BatchLoader(test_set, batch_size_for(size, model.patch_size, batch_size), train=False,
+                             mean=norm["mean"], std=norm["std"], img_sizes=[size], device=device)
+        base = {"run": run.name, "pe": config.model.pe, "resolution": resolution_label(size), "height": size[0],
+                "width": size[1], "train_resolution": reference_size(config), "group": run.group}
+        records += evaluate_modes(model, loader, modes, base, device, lambda: model.patch_grid(size), progress)
     return records
 
 
-def cached_evaluate_run(run: Run, cache_dir: Path, sizes: list[Size], modes: list[str], **kwargs: Any
-                        ) -> list[dict[str, Any]]:
-    """:func:`evaluate_run`, its records kept in ``cache_dir/<run>.json`` with the checkpoint's fingerprint and the
-    sweep's settings; a rerun with the same checkpoint and settings reads them back instead of evaluating again
-    (so an interrupted sweep over many runs resumes where it stopped)."""
-    settings = {"sizes": [list(s) for s in sizes], "modes": list(modes),
-                **{k: v for k, v in kwargs.items() if k in ("limit", "use_ema")}, "fingerprint": run.fingerprint()}
+def cached_records(run: Run, cache_dir: str | Path, settings: dict[str, Any], compute: Callable[[], list[dict]],
+                   progress: tqdm | None = None) -> list[dict[str, Any]]:
+    """``compute()``'s records for ``run``, kept in ``cache_dir/<run>.json`` with the checkpoint's fingerprint and the
+    sweep's ``settings``; a rerun with the same checkpoint and settings reads them back instead of evaluating again
+    (so an interrupted sweep over many runs resumes where it stopped, and runs can be added to a finished one)."""
+    settings = {**settings, "fingerprint": run.fingerprint()}
     path = Path(cache_dir) / f"{run.name.replace('/', '_')}.json"
     if path.is_file():
         try:
             cached = json.loads(path.read_text())
             if cached.get("settings") == settings:
-                if kwargs.get("progress") is not None:
-                    kwargs["progress"].update(len(cached["records"]))
+                if progress is not None:
+                    progress.update(len(cached["records"]))
                 return cached["records"]
-        except (json.JSONDecodeError, KeyError, TypeError):
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
             pass  # an unreadable cache entry is simply recomputed
-    records = evaluate_run(run, sizes, modes, **kwargs)
+    records = compute()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps({"settings": settings, "records": records}))
     tmp.replace(path)
     return records
+
+
+def cached_evaluate_run(run: Run, cache_dir: str | Path, sizes: list[Size], modes: list[str], **kwargs: Any
+                        ) -> list[dict[str, Any]]:
+    """:func:`evaluate_run` through :func:`cached_records`."""
+    settings = {"sizes": [list(s) for s in sizes], "modes": list(modes),
+                **{k: kwargs.get(k) for k in ("limit", "use_ema")}}
+    return cached_records(run, cache_dir, settings, lambda: evaluate_run(run, sizes, modes, **kwargs),
+                          kwargs.get("progress"))

@@ -1,0 +1,96 @@
+"""The data side of a run, for either task: data sets, loaders, class names, and what the checkpoint must keep
+(image normalisation, or the text vocabulary) so that the model can be rebuilt and evaluated from it alone."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from vitpe.config import Config
+from vitpe.data import BatchLoader, channel_stats
+from vitpe.data.loader import ShardedBatches
+from vitpe.data.synthetic_text import synthetic_text, synthetic_vocabulary
+from vitpe.data.text import TextSet, Vocabulary, load_sst2, read_sst2
+from vitpe.data.text_loader import TextBatchLoader
+from vitpe.engine.build import load_data, reference_size
+from vitpe.engine.distributed import DistInfo
+
+# Synthetic data never depends on train.seed: runs that differ in seed see the same examples.
+SYNTHETIC_TRAIN_SEED, SYNTHETIC_TEST_SEED = 1234, 4321
+
+
+@dataclass
+class RunData:
+    train: ShardedBatches
+    test: ShardedBatches
+    val: ShardedBatches | None
+    classes: list[str]
+    checkpoint_extras: dict[str, Any]  # {"normalization": ...} for images, {"vocab": [...]} for text
+    stats: dict[str, Any] = field(default_factory=dict)  # length statistics per split (text)
+
+
+def text_vocabulary(config: Config, saved: list[str] | None = None) -> Vocabulary:
+    """The run's vocabulary: the saved one when resuming or evaluating, else built from the training examples used
+    (``data.train_limit`` applies)."""
+    d = config.data
+    if saved is not None:
+        return Vocabulary(saved)
+    if d.dataset == "sst2":
+        sentences, _ = read_sst2(d.root, "train")
+        return Vocabulary.build(sentences[: d.train_limit or None], d.vocab_min_freq, d.vocab_max_size)
+    return synthetic_vocabulary(d.synthetic_vocab)
+
+
+def synthetic_split(config: Config, split: str, length: int | None = None) -> TextSet:
+    """A synthetic text split: the training length range, or sequences of exactly ``length`` tokens."""
+    d = config.data
+    low, high = (length, length) if length else (d.min_len or d.max_len, d.max_len)
+    n = d.synthetic_size if split == "train" else max(d.synthetic_size // 4, 1)
+    seed = SYNTHETIC_TRAIN_SEED if split == "train" else SYNTHETIC_TEST_SEED + (length or 0)
+    return synthetic_text(d.dataset, n, low, high, vocab_size=d.synthetic_vocab, seed=seed)
+
+
+def load_text_split(config: Config, split: str, vocab: Vocabulary) -> TextSet:
+    """The ``split`` ("train", "test" or "dev") text set per ``config.data``, its limit applied."""
+    d = config.data
+    data = load_sst2(d.root, split, vocab, d.max_len) if d.dataset == "sst2" else synthetic_split(config, split)
+    return data.limit(d.train_limit if split == "train" else d.test_limit)
+
+
+def build_run_data(config: Config, ckpt: dict[str, Any] | None, device: torch.device,
+                   dist_info: DistInfo) -> RunData:
+    """Loaders for training and evaluation (and validation with ``data.val_split``) per the config's task."""
+    t, d = config.train, config.data
+    shard = dict(rank=dist_info.rank, world=dist_info.world, device=device)
+    if config.task == "text":
+        vocab = text_vocabulary(config, ckpt.get("vocab") if ckpt else None)
+        train_set, test_set = load_text_split(config, "train", vocab), load_text_split(config, d.eval_split, vocab)
+        train_set, val_set = train_set.split(d.val_split) if d.val_split else (train_set, None)
+
+        def make(data, train):
+            return TextBatchLoader(data, t.batch_size if train else t.eval_batch_size, train=train, seed=t.seed,
+                                   **shard)
+
+        stats = {"train": train_set.length_stats(), d.eval_split: test_set.length_stats(),
+                 **({"val": val_set.length_stats()} if val_set is not None else {})}
+        extras: dict[str, Any] = {"vocab": vocab.tokens}
+    else:
+        train_set, test_set = load_data(config)
+        train_set, val_set = train_set.split(d.val_split) if d.val_split else (train_set, None)
+        mean, std = (ckpt["normalization"]["mean"], ckpt["normalization"]["std"]) if ckpt else \
+            channel_stats(train_set.images)
+        eval_size = [reference_size(config)]
+
+        def make(data, train):
+            if train:
+                return BatchLoader(data, t.batch_size, train=True, seed=t.seed, img_sizes=t.img_sizes,
+                                   crop_padding=d.crop_padding, hflip=d.hflip, randaugment=d.randaugment, mean=mean,
+                                   std=std, **shard)
+            return BatchLoader(data, t.eval_batch_size, train=False, img_sizes=eval_size, mean=mean, std=std, **shard)
+
+        stats = {}
+        extras = {"normalization": {"mean": list(mean), "std": list(std)}}
+    return RunData(make(train_set, True), make(test_set, False), make(val_set, False) if val_set is not None else None,
+                   list(train_set.classes), extras, stats)

@@ -1,0 +1,109 @@
+"""The Transformer trunk every vitpe model shares: a position encoding, pre-norm blocks, a final norm and a head.
+
+A model (the 2D :class:`vitpe.ViT`, the 1D :class:`vitpe.TextClassifier`) turns its input into tokens (B, P + N, D),
+then calls :meth:`PETrunk.encode` with the token grid -- ``(gh, gw)`` patches or ``(L,)`` words -- and pools with
+:meth:`PETrunk.forward_head`. Shape legend: B batch, P prefix tokens (class token), N grid tokens, T = P + N, D width.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from timm.layers import trunc_normal_
+from torch import nn
+
+import vitpe.pe
+from vitpe.models.attention import Block
+from vitpe.pe.grid import check_resize_mode
+
+POOLS = ("cls", "mean")
+
+
+def check_pool(pool: str, class_token: bool | None) -> bool:
+    """Validate ``pool`` and return whether the model has a class token (default: ``pool == "cls"``)."""
+    if pool not in POOLS:
+        raise ValueError(f"unknown pool {pool!r}; choose one of {list(POOLS)}")
+    class_token = pool == "cls" if class_token is None else class_token
+    if pool == "cls" and not class_token:
+        raise ValueError("pool='cls' needs class_token=True")
+    return class_token
+
+
+class PETrunk(nn.Module):
+    """Base of vitpe models. A subclass creates its input layers, then calls :meth:`build_trunk` (keeping the order in
+    which modules draw from the RNG fixed), then :meth:`init_weights`."""
+
+    pool: str
+    num_prefix_tokens: int
+
+    def build_trunk(self, *, grid: tuple[int, ...], num_classes: int, dim: int, depth: int, heads: int,
+                    mlp_ratio: float, pe: str, pe_options: dict[str, Any] | None, pe_resize: str, pool: str,
+                    num_prefix_tokens: int, drop_rate: float, attn_drop_rate: float, drop_path: float,
+                    qkv_bias: bool) -> None:
+        self.pool, self.num_prefix_tokens = pool, num_prefix_tokens
+        self.num_classes = num_classes
+        self.num_features = self.embed_dim = dim
+        self.pe = vitpe.pe.build(pe, dim=dim, heads=heads, depth=depth, grid=grid, num_prefix_tokens=num_prefix_tokens,
+                                 resize=check_resize_mode(pe_resize), **(pe_options or {}))
+        rates = torch.linspace(0, drop_path, depth).tolist()
+        self.blocks = nn.ModuleList(
+            Block(dim, heads, mlp_ratio, qkv_bias=qkv_bias, drop=drop_rate, attn_drop=attn_drop_rate, drop_path=r)
+            for r in rates
+        )
+        self.norm = nn.LayerNorm(dim)
+        self.head_drop = nn.Dropout(drop_rate)
+        self.head = nn.Linear(dim, num_classes) if num_classes > 0 else nn.Identity()
+
+    def init_weights(self) -> None:
+        """Truncated-normal (std 0.02) linear weights, zero biases, unit LayerNorms (the ViT recipe)."""
+        self.apply(self._init_module)
+
+    @staticmethod
+    def _init_module(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            trunc_normal_(module.weight, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    def set_pe_resize(self, mode: str) -> None:
+        """Switch how the PE acts at grids other than the reference: ``"interpolate"`` or ``"extrapolate"``."""
+        self.pe.resize = mode
+
+    def no_weight_decay(self) -> set[str]:
+        """Parameter names excluded from weight decay (timm convention): PE tables/frequencies and any class token."""
+        names = {f"pe.{n}" for n in self.pe.no_weight_decay()}
+        return names | ({"cls_token"} if getattr(self, "cls_token", None) is not None else set())
+
+    def encode(self, x: torch.Tensor, grid: tuple[int, ...], key_mask: torch.Tensor | None = None,
+               token_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Tokens (B, T, D) on ``grid`` -> normalised tokens (B, T, D).
+
+        ``key_mask``: additive float (B, 1, 1, T), -inf on padding keys. ``token_mask``: float (B, T, 1), 0 on padding;
+        padding tokens are zeroed before every token-site PE hook so that a PE mixing neighbours (PEG's convolution)
+        sees the same zeros past the end of a sequence as it would without padding.
+        """
+        state = self.pe.prepare(grid)
+        for layer, block in enumerate(self.blocks):
+            if token_mask is not None:
+                x = x * token_mask
+            x = self.pe.add_to_tokens(x, state, layer)
+            x = block(x, self.pe, state, layer, key_mask)
+        return self.norm(x)
+
+    def forward_head(self, x: torch.Tensor, pre_logits: bool = False,
+                     token_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Pool tokens (B, T, D) -> (B, D) (class token, or mean of the grid tokens that ``token_mask`` keeps) and
+        classify -> (B, num_classes)."""
+        if self.pool == "cls":
+            x = x[:, 0]
+        elif token_mask is None:
+            x = x[:, self.num_prefix_tokens:].mean(dim=1)
+        else:
+            keep = token_mask[:, self.num_prefix_tokens:]  # (B, N, 1)
+            x = (x[:, self.num_prefix_tokens:] * keep).sum(dim=1) / keep.sum(dim=1)  # (B, D)
+        x = self.head_drop(x)
+        return x if pre_logits else self.head(x)

@@ -1,0 +1,121 @@
+"""A Transformer encoder for sequence classification with the same PE modules, on 1D grids.
+
+Shape legend: B batch, L tokens per sequence (padded), P prefix tokens (1 with ``pool="cls"``), T = P + L, D width.
+
+Positions are token indices ``0 .. L-1`` (padding goes at the end). The PE's reference grid is ``(max_len,)``:
+- a batch of at most ``max_len`` tokens uses the first ``L`` reference positions, whatever the padding, so padding
+  never changes the outputs of the real tokens;
+- a longer batch follows the resize mode: ``extrapolate`` continues the positions (``max_len``, ``max_len + 1``, ...;
+  a learned table cannot, and raises :class:`vitpe.pe.ResizeError`), ``interpolate`` squeezes the ``L`` positions
+  into the reference range (position interpolation), which depends on the padded length ``L``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from vitpe.data.text import CLS_ID, PAD_ID
+from vitpe.models.encoder import PETrunk, check_pool
+from vitpe.pe.grid import check_resize_mode
+
+
+class TextClassifier(PETrunk):
+    """Sequence classifier: token embedding, optional ``<cls>`` prefix, PE-agnostic Transformer blocks, pooling, head.
+
+    Args:
+        vocab_size: embedding rows (ids ``PAD_ID`` = 0 padding and ``CLS_ID`` = 2 class token, see
+            :mod:`vitpe.data.text`).
+        num_classes: classifier outputs. max_len: reference sequence length (the PE's grid ``(max_len,)``).
+        dim, depth, heads, mlp_ratio: width D, blocks, heads, MLP hidden = mlp_ratio * D.
+        pe, pe_options, pe_resize: a registered PE that works on 1D grids, its options, and its mode beyond max_len.
+        pool: ``"cls"`` (the ``<cls>`` embedding prepended to every sequence) or ``"mean"`` (mean of real tokens).
+        drop_rate, attn_drop_rate, drop_path, qkv_bias: as in :class:`vitpe.ViT`.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        max_len: int,
+        dim: int = 128,
+        depth: int = 4,
+        heads: int = 4,
+        mlp_ratio: float = 2.0,
+        pe: str = "sincos",
+        pe_options: dict[str, Any] | None = None,
+        pe_resize: str = "interpolate",
+        pool: str = "cls",
+        drop_rate: float = 0.0,
+        attn_drop_rate: float = 0.0,
+        drop_path: float = 0.0,
+        qkv_bias: bool = True,
+    ) -> None:
+        super().__init__()
+        class_token = check_pool(pool, None)
+        if vocab_size <= CLS_ID:
+            raise ValueError(f"vocab_size must be > {CLS_ID} (ids 0-2 are <pad>, <unk>, <cls>), got {vocab_size}")
+        if max_len < 1:
+            raise ValueError(f"max_len must be positive, got {max_len}")
+        self.max_len, self.vocab_size = max_len, vocab_size
+        self.pe_resize = check_resize_mode(pe_resize)
+        self.embed = nn.Embedding(vocab_size, dim, padding_idx=PAD_ID)
+        self.build_trunk(grid=(max_len,), num_classes=num_classes, dim=dim, depth=depth, heads=heads,
+                         mlp_ratio=mlp_ratio, pe=pe, pe_options=pe_options, pe_resize=pe_resize, pool=pool,
+                         num_prefix_tokens=int(class_token), drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,
+                         drop_path=drop_path, qkv_bias=qkv_bias)
+        self.init_weights()
+        nn.init.normal_(self.embed.weight, std=0.02)
+        with torch.no_grad():
+            self.embed.weight[PAD_ID].zero_()
+
+    def set_pe_resize(self, mode: str) -> None:
+        """How the PE acts on sequences longer than ``max_len``: ``"interpolate"`` or ``"extrapolate"``."""
+        self.pe_resize = check_resize_mode(mode)
+
+    def _check(self, tokens: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor | None:
+        if tokens.dim() != 2 or tokens.dtype != torch.long:
+            raise ValueError(f"expected tokens of shape (B, L) and dtype int64, got {tuple(tokens.shape)} "
+                             f"{tokens.dtype}")
+        if tokens.shape[1] == 0:
+            raise ValueError("got sequences of length 0")
+        if mask is None or bool(mask.all()):
+            return None
+        if mask.shape != tokens.shape or mask.dtype != torch.bool:
+            raise ValueError(f"mask must be bool with the tokens' shape {tuple(tokens.shape)}, got "
+                             f"{tuple(mask.shape)} {mask.dtype}")
+        if not bool(mask[:, 0].all()):
+            raise ValueError("every sequence needs at least one real token (mask[:, 0] must be True)")
+        if bool((mask[:, 1:] & ~mask[:, :-1]).any()):
+            raise ValueError("mask must be right-padded: True for the real tokens, then False for the padding")
+        return mask
+
+    def _features(self, tokens: torch.Tensor, mask: torch.Tensor | None
+                  ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Normalised tokens (B, T, D) and the float token mask (B, T, 1) (None without padding)."""
+        mask = self._check(tokens, mask)
+        B, L = tokens.shape
+        x = self.embed(tokens)  # (B, L, D)
+        if self.num_prefix_tokens:
+            cls = self.embed.weight[CLS_ID].expand(B, 1, -1)  # (B, 1, D)
+            x = torch.cat((cls, x), dim=1)  # (B, T, D)
+        # up to max_len tokens: the reference positions, cropped; beyond it, the chosen resize mode
+        self.pe.resize = self.pe_resize if L > self.max_len else "extrapolate"
+        key_mask = token_mask = None
+        if mask is not None:
+            keep = torch.cat((mask.new_ones(B, self.num_prefix_tokens), mask), dim=1)  # (B, T)
+            token_mask = keep[:, :, None].to(x.dtype)  # (B, T, 1)
+            key_mask = torch.zeros(keep.shape, dtype=x.dtype, device=x.device).masked_fill(~keep, float("-inf"))
+            key_mask = key_mask[:, None, None, :]  # (B, 1, 1, T)
+        return self.encode(x, (L,), key_mask, token_mask), token_mask
+
+    def forward_features(self, tokens: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """tokens (B, L) int64, mask (B, L) bool (True = real token) -> normalised tokens (B, T, D)."""
+        return self._features(tokens, mask)[0]
+
+    def forward(self, tokens: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """tokens (B, L) int64, mask (B, L) bool (True = real token, right-padded) -> logits (B, num_classes)."""
+        x, token_mask = self._features(tokens, mask)
+        return self.forward_head(x, token_mask=token_mask)
