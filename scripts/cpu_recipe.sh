@@ -9,15 +9,7 @@ shift || true
 pes=("$@")
 [ ${#pes[@]} -gt 0 ] || pes=(rope_mixed learnable)
 for pe in "${pes[@]}"; do
-  dir="$runs/c10_$pe"
-  if [ -f "$dir/checkpoint.pt" ]; then
-    done_epochs=$(wc -l < "$dir/metrics.jsonl")
-    if [ "$done_epochs" -lt "$(python -c "import yaml; print(yaml.safe_load(open('$dir/config.yaml'))['train']['epochs'])")" ]; then
-      python train.py --resume "$dir" --no-progress
-    fi
-  else
-    python train.py --config configs/cifar10.yaml model.pe="$pe" out_dir="$dir" --no-progress
-  fi
+  scripts/train_or_resume.sh "$runs/c10_$pe" configs/cifar10.yaml model.pe="$pe"
 done
 python eval.py "${pes[@]/#/$runs/c10_}" --resolutions 16,24,32,40,48,64 --pe-resize interpolate,extrapolate \
   --out "$runs/resolution" --plot-pe

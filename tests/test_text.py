@@ -117,6 +117,24 @@ def test_text_loader_cuts_batches_to_their_longest_sequence():
     assert [b[1].tolist() for b in train.epoch(1)] == [b[1].tolist() for b in train.epoch(1)]
 
 
+def test_training_batches_come_from_length_buckets():
+    g = torch.Generator().manual_seed(0)
+    lengths = torch.randint(1, 53, (3000,), generator=g).tolist()
+    data = pad_sequences([[5] * n for n in lengths], [0] * 3000, ["n", "p"])
+
+    def padding(loader, epoch):
+        return sum(t.numel() for (t, _), _ in loader.epoch(epoch)) / sum(int(m.sum()) for (_, m), _ in
+                                                                            loader.epoch(epoch))
+
+    bucketed, plain = TextBatchLoader(data, 32, train=True, seed=1), TextBatchLoader(data, 32, train=True, seed=1,
+                                                                                      bucket=0)
+    assert padding(bucketed, 0) < 1.1 < 1.5 < padding(plain, 0)
+    seen = bucketed._indices(0)
+    assert len(seen) == len(set(seen.tolist())) == len(bucketed) * 32  # each sequence at most once per epoch
+    assert torch.equal(bucketed._indices(3), TextBatchLoader(data, 32, train=True, seed=1)._indices(3))
+    assert not torch.equal(bucketed._indices(3), bucketed._indices(4))
+
+
 # ----------------------------------------------------------------------------------------------------------- model
 def _model(pe: str, pool: str = "cls", max_len: int = 12, **kwargs) -> TextClassifier:
     torch.manual_seed(0)

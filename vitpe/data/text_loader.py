@@ -1,10 +1,15 @@
-"""Batches of token sequences: each batch cut to its longest sequence, with a padding mask."""
+"""Batches of token sequences: each batch cut to its longest sequence, with a padding mask.
+
+Training batches are drawn from length buckets: the epoch's shuffled order is cut into chunks of ``bucket`` batches,
+each chunk sorted by length and cut into batches, and the batches shuffled again -- so a batch holds sequences of
+similar length and little padding (SST-2: phrases of 1 to 52 words) while every epoch still sees a fresh order.
+"""
 
 from __future__ import annotations
 
 import torch
 
-from vitpe.data.loader import ShardedBatches
+from vitpe.data.loader import ShardedBatches, step_seed
 from vitpe.data.text import TextSet
 
 
@@ -14,6 +19,25 @@ class TextBatchLoader(ShardedBatches):
     :class:`vitpe.data.loader.ShardedBatches`."""
 
     data: TextSet
+
+    def __init__(self, data: TextSet, batch_size: int, *, train: bool, bucket: int = 50, **kwargs) -> None:
+        super().__init__(data, batch_size, train=train, **kwargs)
+        self.bucket = bucket
+
+    def _indices(self, epoch: int) -> torch.Tensor:
+        indices = super()._indices(epoch)
+        if not self.train or self.bucket <= 1:
+            return indices
+        usable = self.steps * self.batch_size
+        chunk = self.bucket * self.batch_size
+        batches = []
+        for start in range(0, usable, chunk):
+            part = indices[start:min(start + chunk, usable)]
+            part = part[torch.argsort(self.data.lengths[part], stable=True)]
+            batches += list(part.split(self.batch_size))
+        g = torch.Generator().manual_seed(step_seed(self.seed, epoch, -2))
+        order = torch.randperm(len(batches), generator=g)
+        return torch.cat([batches[i] for i in order.tolist()])  # (steps * batch_size,)
 
     def batch(self, idx: torch.Tensor, epoch: int, step: int) -> tuple[tuple[torch.Tensor, torch.Tensor], torch.Tensor]:
         lengths = self.data.lengths[idx]  # (B,)
