@@ -53,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         lengths = parse_lengths(args.lengths) if args.lengths else None
+        if lengths and args.plot_pe:
+            raise ValueError("--plot-pe draws the PEs of image runs; it does not apply to --lengths")
         sizes, modes = parse_resolutions(args.resolutions), parse_modes(args.pe_resize)
         runs = [find_run(path, args.best) for path in args.runs]
         data_root = args.data_root or os.environ.get("VITPE_DATA")
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             paths = write_reports(records, args.out, "length", "Accuracy against sequence length")
         else:
             paths = write_reports(records, args.out, "resolution", "Accuracy against test resolution")
-        if args.plot_pe and not lengths:
+        if args.plot_pe:
             paths += plot_runs(runs, sizes, Path(args.out))
     except (ConfigError, DataError, CheckpointError, ValueError) as err:
         if os.environ.get("VITPE_DEBUG"):

@@ -83,6 +83,8 @@ def test_length_sweep_errors(text_runs, tmp_path, capsys):
     assert "bad --lengths" in capsys.readouterr().err
     assert eval_cli.main([run, "--out", str(tmp_path)]) == 2  # a text run needs --lengths
     assert "--lengths" in capsys.readouterr().err
+    assert eval_cli.main([run, "--lengths", "16", "--plot-pe", "--out", str(tmp_path)]) == 2
+    assert "--plot-pe" in capsys.readouterr().err
 
 
 def test_text_config_errors():
