@@ -1,0 +1,307 @@
+"""Speed benchmark: vitpe's ViT with every 2D PE against timm's VisionTransformer, the data pipeline, the text model.
+
+    python -m vitpe.bench --out DIR [--quick] [--device cpu|cuda] [--dim 192 --depth 6 --heads 3 --batch 128]
+
+All variants of one measurement live in one process and are timed interleaved (A B C ... A B C ...), so machine noise
+hits them alike; each figure is the median over ``--repeats`` rounds of ``--steps`` steps. A training step is forward,
+cross-entropy, backward and an AdamW step on a fixed random batch; inference is a forward under
+``torch.inference_mode``. On CUDA, steps run under bf16 autocast and are synchronised before the clock is read.
+Writes ``DIR/bench.json`` and ``DIR/bench.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+import vitpe.pe
+from vitpe.models import TextClassifier, ViT
+
+
+@dataclass
+class BenchConfig:
+    dim: int = 192
+    depth: int = 6
+    heads: int = 3
+    mlp_ratio: float = 4.0
+    patch_size: int = 4
+    batch: int = 128
+    img_sizes: tuple[int, ...] = (32, 64)
+    repeats: int = 7
+    steps: int = 2
+    warmup: int = 2
+    text_len: int = 64
+    text_batch: int = 64
+    device: str = "cpu"
+    compile: bool = False
+
+
+QUICK = dict(dim=64, depth=2, heads=2, batch=16, img_sizes=(32,), repeats=3, steps=1, warmup=1, text_len=32,
+             text_batch=16)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _autocast(device: torch.device):
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+
+
+def train_step_fn(model: torch.nn.Module, inputs: tuple, labels: torch.Tensor, device: torch.device) -> Callable:
+    """One forward + backward + AdamW step on a fixed batch."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    model.train()
+
+    def step() -> None:
+        with _autocast(device):
+            loss = F.cross_entropy(model(*inputs).float(), labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def infer_step_fn(model: torch.nn.Module, inputs: tuple, device: torch.device) -> Callable:
+    def step() -> None:
+        model.eval()
+        with torch.inference_mode(), _autocast(device):
+            model(*inputs)
+
+    return step
+
+
+def interleaved(fns: dict[str, Callable], cfg: BenchConfig, device: torch.device) -> dict[str, float]:
+    """Median seconds per step of each function, timed in interleaved rounds after a warmup."""
+    for fn in fns.values():
+        for _ in range(cfg.warmup):
+            fn()
+    _sync(device)
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(cfg.repeats):
+        for name, fn in fns.items():
+            _sync(device)
+            start = time.perf_counter()
+            for _ in range(cfg.steps):
+                fn()
+            _sync(device)
+            times[name].append((time.perf_counter() - start) / cfg.steps)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def timm_vit(cfg: BenchConfig, img_size: int, num_classes: int = 10) -> torch.nn.Module:
+    """timm's VisionTransformer with the same dimensions (learned PE, class token, pre-norm, GELU MLP)."""
+    from timm.models.vision_transformer import VisionTransformer
+
+    return VisionTransformer(img_size=img_size, patch_size=cfg.patch_size, num_classes=num_classes,
+                             embed_dim=cfg.dim, depth=cfg.depth, num_heads=cfg.heads, mlp_ratio=cfg.mlp_ratio)
+
+
+def _prepare(model: torch.nn.Module, cfg: BenchConfig, device: torch.device) -> torch.nn.Module:
+    model = model.to(device)
+    return torch.compile(model) if cfg.compile else model
+
+
+def bench_vit(cfg: BenchConfig, pes: list[str], device: torch.device, log: Callable[[str], None]) -> list[dict]:
+    """Train and inference throughput of timm and of vitpe with each PE, per image size."""
+    rows = []
+    for size in cfg.img_sizes:
+        g = torch.Generator().manual_seed(0)
+        images = torch.randn(cfg.batch, 3, size, size, generator=g).to(device)
+        labels = torch.randint(0, 10, (cfg.batch,), generator=g).to(device)
+        models = {"timm": timm_vit(cfg, size)}
+        for pe in pes:
+            models[pe] = ViT(img_size=size, patch_size=cfg.patch_size, num_classes=10, dim=cfg.dim, depth=cfg.depth,
+                             heads=cfg.heads, mlp_ratio=cfg.mlp_ratio, pe=pe)
+        models = {name: _prepare(m, cfg, device) for name, m in models.items()}
+        log(f"{size} px: training steps ({len(models)} variants interleaved)")
+        train = interleaved({n: train_step_fn(m, (images,), labels, device) for n, m in models.items()}, cfg, device)
+        log(f"{size} px: inference")
+        infer = interleaved({n: infer_step_fn(m, (images,), device) for n, m in models.items()}, cfg, device)
+        for name in models:
+            row = {"pe": name, "img_size": size, "train_img_s": cfg.batch / train[name],
+                   "infer_img_s": cfg.batch / infer[name]}
+            for ref in ("timm", "none"):
+                if ref in models:
+                    row[f"train_vs_{ref}"] = train[ref] / train[name]
+                    row[f"infer_vs_{ref}"] = infer[ref] / infer[name]
+            rows.append(row)
+    return rows
+
+
+def bench_text(cfg: BenchConfig, device: torch.device, log: Callable[[str], None]) -> list[dict]:
+    """Training throughput (tokens/s) of the text classifier with each 1D PE, interleaved."""
+    pes = [n for n in vitpe.pe.available() if 1 in vitpe.pe.get(n).grid_dims]
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(3, 1000, (cfg.text_batch, cfg.text_len), generator=g).to(device)
+    mask = torch.ones_like(tokens, dtype=torch.bool)
+    labels = torch.randint(0, 2, (cfg.text_batch,), generator=g).to(device)
+    fns = {}
+    for pe in pes:
+        model = _prepare(TextClassifier(1000, 2, max_len=cfg.text_len, dim=cfg.dim, depth=cfg.depth, heads=cfg.heads,
+                                        mlp_ratio=cfg.mlp_ratio, pe=pe), cfg, device)
+        fns[pe] = train_step_fn(model, (tokens, mask), labels, device)
+    log(f"text: training steps ({len(fns)} PEs interleaved)")
+    seconds = interleaved(fns, cfg, device)
+    tokens_per_step = cfg.text_batch * cfg.text_len
+    return [{"pe": pe, "seq_len": cfg.text_len, "train_tokens_s": tokens_per_step / s,
+             "train_vs_none": seconds["none"] / s} for pe, s in seconds.items()]
+
+
+def bench_data(cfg: BenchConfig, device: torch.device, data_root: str | None, log: Callable[[str], None]
+               ) -> dict[str, Any]:
+    """The augmenting loader alone vs the model step alone at 32 px, and a short real epoch with both."""
+    from vitpe.data import BatchLoader, DataError, channel_stats, load_cifar, synthetic_images
+    from vitpe.engine.loop import TrainState, train_one_epoch
+    from vitpe.engine.distributed import DistInfo
+
+    source = "cifar10"
+    try:
+        if data_root is None:
+            raise DataError("no data root")
+        data = load_cifar(data_root, "cifar10", "train")
+    except DataError:
+        source, data = "synthetic", synthetic_images(max(cfg.batch * 20, 2048), 32)
+    steps = max(cfg.repeats * cfg.steps, 3)
+    data = data.limit(cfg.batch * (steps + cfg.warmup))
+    mean, std = channel_stats(data.images)
+    loader = BatchLoader(data, cfg.batch, train=True, mean=mean, std=std, seed=0, device=device)
+    model = ViT(img_size=32, patch_size=cfg.patch_size, num_classes=len(data.classes), dim=cfg.dim, depth=cfg.depth,
+                heads=cfg.heads, mlp_ratio=cfg.mlp_ratio, pe="learnable").to(device)
+    batches = iter(loader.epoch(0))
+    images, labels = next(batches)
+    log("data pipeline vs model step")
+    seconds = interleaved({"data": lambda: loader.batch(torch.arange(cfg.batch), 0, 0),
+                           "model": train_step_fn(model, (images,), labels, device)}, cfg, device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    class _NoSchedule:
+        def step_update(self, step: int) -> None:
+            pass
+
+    start = time.perf_counter()
+    train_one_epoch(model, loader, optimizer, _NoSchedule(), TrainState(), seed=0, label_smoothing=0.0,
+                    grad_clip=1.0, mixup=None, ema=None, dist_info=DistInfo(), device=device, progress=False)
+    _sync(device)
+    epoch_s = time.perf_counter() - start
+    return {"source": source, "batch": cfg.batch, "data_s_per_batch": seconds["data"],
+            "model_s_per_step": seconds["model"], "data_share": seconds["data"] / (seconds["data"] + seconds["model"]),
+            "real_epoch_steps": len(loader), "real_epoch_s": epoch_s,
+            "real_epoch_data_share": len(loader) * seconds["data"] / epoch_s}
+
+
+def machine() -> dict[str, Any]:
+    info = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+            "python": platform.python_version(), "cpu_threads": torch.get_num_threads()}
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def markdown(result: dict[str, Any]) -> str:
+    cfg = result["config"]
+    lines = [f"# vitpe benchmark", "",
+             f"{result['machine']['processor']}, {result['machine']['cpu_threads']} threads"
+             f"{', ' + result['machine']['gpu'] if 'gpu' in result['machine'] else ''}; torch {result['torch']}, "
+             f"timm {result['timm']}; device {cfg['device']}; ViT dim {cfg['dim']}, depth {cfg['depth']}, "
+             f"heads {cfg['heads']}, MLP ratio {cfg['mlp_ratio']}, patch {cfg['patch_size']}, batch {cfg['batch']}; "
+             f"median of {cfg['repeats']} interleaved rounds of {cfg['steps']} steps.", "",
+             "| PE | px | train img/s | vs timm | vs none | infer img/s | vs timm | vs none |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in result["rows"]:
+        lines.append(f"| {r['pe']} | {r['img_size']} | {r['train_img_s']:.1f} | {r.get('train_vs_timm', 1):.3f} | "
+                     f"{r.get('train_vs_none', float('nan')):.3f} | {r['infer_img_s']:.1f} | "
+                     f"{r.get('infer_vs_timm', 1):.3f} | {r.get('infer_vs_none', float('nan')):.3f} |")
+    d = result.get("data")
+    if d:
+        lines += ["", f"Data pipeline ({d['source']}, batch {d['batch']}): {1000 * d['data_s_per_batch']:.1f} ms per "
+                      f"augmented batch vs {1000 * d['model_s_per_step']:.0f} ms per training step: "
+                      f"{100 * d['data_share']:.1f}% of a step; in a real run of {d['real_epoch_steps']} steps "
+                      f"({d['real_epoch_s']:.1f} s) {100 * d['real_epoch_data_share']:.1f}%."]
+    if result.get("text_rows"):
+        lines += ["", f"Text classifier, training, sequences of {result['text_rows'][0]['seq_len']} tokens:", "",
+                  "| PE | tokens/s | vs none |", "|---|---|---|"]
+        lines += [f"| {r['pe']} | {r['train_tokens_s']:.0f} | {r['train_vs_none']:.3f} |" for r in result["text_rows"]]
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True, help="output folder for bench.json and bench.md")
+    parser.add_argument("--quick", action="store_true", help="a tiny model and few rounds: about a minute on 2 cores")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--pes", help="2D PEs to time, comma-separated (default: every registered 2D PE)")
+    parser.add_argument("--sizes", help="image sizes, comma-separated (default 32,64)")
+    for name in ("dim", "depth", "heads", "batch", "repeats", "steps"):
+        parser.add_argument(f"--{name}", type=int)
+    parser.add_argument("--mlp-ratio", type=float)
+    parser.add_argument("--compile", action="store_true", help="torch.compile every model")
+    parser.add_argument("--no-text", action="store_true")
+    parser.add_argument("--no-data", action="store_true")
+    parser.add_argument("--data-root", help="CIFAR-10 for the data-pipeline figure (default $VITPE_DATA; else synthetic)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import os
+
+    import timm
+
+    args = parse_args(argv)
+    cfg = BenchConfig(**(QUICK if args.quick else {}))
+    for name in ("dim", "depth", "heads", "batch", "repeats", "steps", "mlp_ratio"):
+        if getattr(args, name) is not None:
+            setattr(cfg, name, getattr(args, name))
+    try:
+        if args.sizes:
+            cfg.img_sizes = tuple(int(s) for s in args.sizes.split(","))
+        pes = args.pes.split(",") if args.pes else [n for n in vitpe.pe.available()
+                                                    if 2 in vitpe.pe.get(n).grid_dims]
+        for pe in pes:
+            vitpe.pe.get(pe)
+        if "none" not in pes:
+            pes = ["none", *pes]
+        cfg.device, cfg.compile = args.device, args.compile
+        device = torch.device(args.device)
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError("--device cuda but no CUDA device is available")
+        if cfg.dim % cfg.heads:
+            raise ValueError(f"--dim {cfg.dim} is not divisible by --heads {cfg.heads}")
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+    def log(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    torch.manual_seed(0)
+    result: dict[str, Any] = {"machine": machine(), "torch": torch.__version__, "timm": timm.__version__,
+                              "config": {**asdict(cfg), "img_sizes": list(cfg.img_sizes)}}
+    result["rows"] = bench_vit(cfg, pes, device, log)
+    if not args.no_data:
+        result["data"] = bench_data(cfg, device, args.data_root or os.environ.get("VITPE_DATA"), log)
+        result["data_share"] = result["data"]["real_epoch_data_share"]
+    if not args.no_text:
+        result["text_rows"] = bench_text(cfg, device, log)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps(result, indent=1) + "\n")
+    (out / "bench.md").write_text(markdown(result))
+    print(markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
