@@ -1,11 +1,12 @@
-"""Train a ViT with any registered position encoding.
+"""Train a ViT (or, with ``task: text``, the text classifier) with any registered position encoding.
 
     python train.py --config configs/cifar10.yaml [key=value ...]     e.g. model.pe=rope_mixed train.epochs=5
     python train.py --resume RUN_DIR                                   continue a run where it stopped
     torchrun --nproc_per_node=N train.py --config ...                  DistributedDataParallel
 
 The run folder (``out_dir``) receives config.yaml (resolved), metrics.jsonl (one record per epoch),
-checkpoint.pt (last, written atomically every epoch and every ``train.checkpoint_every`` steps) and best.pt.
+checkpoint.pt (last, written atomically every epoch and every ``train.checkpoint_every`` steps) and best.pt;
+text runs also vocab.json and data_stats.json (tokens per sequence in each split).
 """
 
 from __future__ import annotations
