@@ -137,9 +137,15 @@ def test_rope_axial_uses_theta_100_in_2d_and_10000_in_1d():
     assert build("rope_axial", (4, 4)).theta == 100.0
     assert build("rope_axial", (16,)).theta == 10000.0
     pe = build("rope_axial", (16,), dim=8, heads=1)  # Dh = 8, 1D: angle of pair k at pos p = p * 10000^(-2k/8)
-    cos, sin = pe.prepare((16,))
-    assert cos[3, 1].item() == pytest.approx(math.cos(3 * 10000 ** (-2 / 8)), abs=1e-6)
-    assert cos[3, 5].item() == pytest.approx(math.cos(3 * 10000 ** (-2 / 8)), abs=1e-6)  # rotate-half pairing
+    state = pe.prepare((16,))
+    angle = 3 * 10000 ** (-2 / 8)
+    assert state[0][3, 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
+    x = torch.zeros(1, 1, 16, 8)
+    x[..., 1] = 1.0  # the first channel of pair 1, whose partner is channel 1 + Dh/2 = 5 (rotate-half pairing)
+    out = pe.rotate(x, state, 0)[0, 0, 3]
+    assert out[1].item() == pytest.approx(math.cos(angle), abs=1e-6)
+    assert out[5].item() == pytest.approx(math.sin(angle), abs=1e-6)
+    assert out.abs().sum().item() == pytest.approx(abs(math.cos(angle)) + abs(math.sin(angle)), abs=1e-6)
 
 
 def test_rope_mixed_init_follows_heo_et_al():

@@ -1,7 +1,8 @@
 """Site base classes: what every tokens-, qk- and logits-site PE shares, written once.
 
 * :class:`AdditiveEncoding` -- a table (N, D) added to the grid tokens before the first block.
-* :class:`RotaryEncoding` -- rotations of q and k by position-dependent phases (rotate-half layout, float32).
+* :class:`RotaryEncoding` -- rotations of q and k by position-dependent phases (rotate-half layout, float32; the
+  rotation itself is :func:`vitpe.pe.rotary.rotate_half_pairs`).
 * :class:`BiasEncoding` -- an additive bias (nH, N, N) on the attention logits, shared or one per layer.
 """
 
@@ -13,6 +14,7 @@ import torch
 
 from vitpe.pe.base import PositionEncoding, pad_prefix
 from vitpe.pe.grid import Grid
+from vitpe.pe.rotary import rotate_half_pairs
 
 
 class AdditiveEncoding(PositionEncoding):
@@ -31,23 +33,12 @@ class AdditiveEncoding(PositionEncoding):
         return x + state.to(x.dtype) if layer == 0 else x
 
 
-def apply_rotary(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
-    """Rotate ``x`` (..., T, Dh), rotate-half layout, in float32 or wider.
-
-    With pair j = channels (j, j + Dh/2): ``x * cos + rotate_half(x) * sin`` where ``rotate_half(x) = (-x2, x1)``.
-    Since ``rotate_half(x) * sin == roll(x, Dh/2) * (-sin, sin)``, ``signed_sin`` holds ``(-sin, sin)`` and the
-    rotation is one roll and one fused multiply-add (fewer passes over q and k than chunk/negate/concatenate).
-    """
-    xf = x.to(torch.promote_types(x.dtype, torch.float32))
-    return torch.addcmul(xf * cos, xf.roll(x.shape[-1] // 2, dims=-1), signed_sin).to(x.dtype)
-
-
 class RotaryEncoding(PositionEncoding):
     """q,k site: rotary position embedding in the rotate-half layout (pair ``j`` is channels ``j`` and ``j + Dh/2``).
 
     Subclasses implement :meth:`phases`, the angle of every rotation pair at every grid cell: shape (N, Dh/2) when
     shared by all layers and heads, or (depth, nH, N, Dh/2) when ``per_layer`` is set. Prefix tokens get angle 0
-    (cos 1, sin 0), so one fused multiply-add rotates the whole sequence without slicing.
+    (cos 1, sin 0), so one rotation covers the whole sequence without slicing.
     """
 
     site = "qk"
@@ -66,15 +57,14 @@ class RotaryEncoding(PositionEncoding):
         raise NotImplementedError
 
     def _prepare(self, grid: Grid) -> tuple[torch.Tensor, torch.Tensor]:
-        phase = pad_prefix(self.phases(grid), self.num_prefix_tokens)  # (..., P + N, Dh/2)
-        cos, sin = phase.cos(), phase.sin()
-        return torch.cat((cos, cos), dim=-1), torch.cat((-sin, sin), dim=-1)  # 2 x (..., P + N, Dh)
+        phase = pad_prefix(self.phases(grid), self.num_prefix_tokens).float()  # (..., P + N, Dh/2)
+        return phase.cos(), phase.sin()
 
     def rotate(self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], layer: int) -> torch.Tensor:
-        cos, signed_sin = state  # (..., P + N, Dh) each; see apply_rotary
+        cos, sin = state  # (..., P + N, Dh/2) each
         if self.per_layer:
-            cos, signed_sin = cos[layer], signed_sin[layer]  # (nH, P + N, Dh)
-        return apply_rotary(x, cos, signed_sin)
+            cos, sin = cos[layer], sin[layer]  # (nH, P + N, Dh/2)
+        return rotate_half_pairs(x, cos, sin)
 
 
 def gather_relative(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
