@@ -34,8 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     groups: dict[str, list] = defaultdict(list)
     for run in args.runs:
-        if not (run / "metrics.jsonl").is_file():
-            print(f"skipping {run}: no metrics.jsonl", file=sys.stderr)
+        if not (run / "metrics.jsonl").is_file() or not (run / "metrics.jsonl").read_text().strip():
+            print(f"skipping {run}: no finished epoch yet", file=sys.stderr)
             continue
         config, last = load(run)
         groups[group_key(config)].append((run, config, last))

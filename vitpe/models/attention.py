@@ -39,6 +39,10 @@ class Attention(nn.Module):
         mask = pe.attention_bias(state, layer)  # (nH, T, T) or None
         if mask is not None:
             mask = mask.to(q.dtype)
+            if key_mask is None and not mask.requires_grad:
+                # a stride-0 batch view keeps SDPA on its fused CPU kernel (a 3D mask costs ~25% more there); a bias
+                # that needs a gradient stays 3D, whose backward is cheaper than reducing a (B, nH, T, T) gradient
+                mask = mask.expand(B, -1, -1, -1)  # (B, nH, T, T), no copy
         if key_mask is not None:
             mask = key_mask.to(q.dtype) if mask is None else mask + key_mask.to(q.dtype)  # (B, nH, T, T)
         x = F.scaled_dot_product_attention(
