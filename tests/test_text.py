@@ -160,7 +160,7 @@ def test_positions_matter_for_every_pe_but_none():
     shuffled = tokens[:, torch.randperm(10, generator=torch.Generator().manual_seed(3))]
     for pe in PES_1D:
         model = _model(pe, "mean")
-        same = torch.allclose(model(tokens), model(shuffled), atol=1e-5)
+        same = (model(tokens) - model(shuffled)).abs().max().item() < 1e-6  # float rounding only
         assert same == (pe == "none"), pe
 
 

@@ -67,7 +67,11 @@ class TextClassifier(PETrunk):
                          num_prefix_tokens=int(class_token), drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,
                          drop_path=drop_path, qkv_bias=qkv_bias)
         self.init_weights()
-        nn.init.normal_(self.embed.weight, std=0.02)
+        # Vaswani et al.'s scaling: weights N(0, 1/D), multiplied by sqrt(D) in forward, so token embeddings have unit
+        # scale like the sincos table they are added to (with ViT-style std-0.02 embeddings a unit-amplitude table
+        # drowns the tokens: sincos then never learns the adjacent task)
+        self.embed_scale = dim ** 0.5
+        nn.init.normal_(self.embed.weight, std=dim ** -0.5)
         with torch.no_grad():
             self.embed.weight[PAD_ID].zero_()
 
@@ -97,9 +101,9 @@ class TextClassifier(PETrunk):
         """Normalised tokens (B, T, D) and the float token mask (B, T, 1) (None without padding)."""
         mask = self._check(tokens, mask)
         B, L = tokens.shape
-        x = self.embed(tokens)  # (B, L, D)
+        x = self.embed(tokens) * self.embed_scale  # (B, L, D)
         if self.num_prefix_tokens:
-            cls = self.embed.weight[CLS_ID].expand(B, 1, -1)  # (B, 1, D)
+            cls = (self.embed.weight[CLS_ID] * self.embed_scale).expand(B, 1, -1)  # (B, 1, D)
             x = torch.cat((cls, x), dim=1)  # (B, T, D)
         # up to max_len tokens: the reference positions, cropped; beyond it, the chosen resize mode
         self.pe.resize = self.pe_resize if L > self.max_len else "extrapolate"
