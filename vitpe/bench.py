@@ -37,8 +37,8 @@ class BenchConfig:
     patch_size: int = 4
     batch: int = 128
     img_sizes: tuple[int, ...] = (32, 64)
-    repeats: int = 7
-    steps: int = 2
+    repeats: int = 5
+    steps: int = 1
     warmup: int = 2
     text_len: int = 64
     text_batch: int = 64
