@@ -6,7 +6,8 @@ Site: logits. No parameters; the bias, of shape (nH, N, N), is cached per grid.
 ``bias[h, i, j] = -slope_h * dist(i, j)``, with ``dist = |i - j|`` in 1D and the Euclidean distance between patch
 centres in 2D (in reference units, see ``grid.py``). In an encoder the matrix is symmetric (the original causal
 shortcut does not apply), so it tells distances, not directions: a model whose only PE is ALiBi cannot tell a sequence
-from its reversal (nor, in 2D, an image from its mirror images), e.g. it stays at chance on the ``order`` task. Slopes for n heads (n a power of 2): ``2^(-8 i / n)``, i = 1..n; otherwise the slopes
+from its reversal (nor, in 2D, an image from its mirror images), e.g. it cannot tell "A ... B" from "B ... A" on
+the ``order`` task. Slopes for n heads (n a power of 2): ``2^(-8 i / n)``, i = 1..n; otherwise the slopes
 of the largest power of two c < n, then every other slope of 2c until n are filled (see :func:`alibi_slopes`).
 Resize: ``interpolate`` shrinks distances by reference / new; ``extrapolate`` keeps them (ALiBi's intended use).
 """
