@@ -203,6 +203,13 @@ def test_longer_sequences_follow_the_resize_mode():
     torch.testing.assert_close(rope(short), a)
 
 
+def test_learned_tables_start_at_the_token_scale():
+    assert _model("learnable").pe.pos_embed.std().item() == pytest.approx(1.0, rel=0.15)
+    assert _model("learnable", pe_options={"init_std": 0.02}).pe.pos_embed.std().item() == pytest.approx(0.02, rel=0.15)
+    tokens = torch.randint(3, 50, (64, 12))
+    assert _model("sincos").embed(tokens).mul(_model("sincos").embed_scale).std().item() == pytest.approx(1.0, rel=0.15)
+
+
 def test_bad_inputs_are_clear_errors():
     model = _model("sincos")
     tokens = torch.randint(3, 50, (2, 6))

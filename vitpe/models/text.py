@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
+import vitpe.pe
 from vitpe.data.text import CLS_ID, PAD_ID
 from vitpe.models.encoder import PETrunk, check_pool
 from vitpe.pe.grid import check_resize_mode
@@ -31,6 +32,9 @@ class TextClassifier(PETrunk):
         num_classes: classifier outputs. max_len: reference sequence length (the PE's grid ``(max_len,)``).
         dim, depth, heads, mlp_ratio: width D, blocks, heads, MLP hidden = mlp_ratio * D.
         pe, pe_options, pe_resize: a registered PE that works on 1D grids, its options, and its mode beyond max_len.
+            Token embeddings have unit scale (Vaswani et al.), so a PE with an ``init_std`` option (a learned table)
+            defaults to ``init_std=1.0`` here instead of ViT's 0.02, which would leave positions 50x weaker than words
+            (``learnable`` then stays at chance on the adjacent task; at 1.0 it reaches 100%).
         pool: ``"cls"`` (the ``<cls>`` embedding prepended to every sequence) or ``"mean"`` (mean of real tokens).
         drop_rate, attn_drop_rate, drop_path, qkv_bias: as in :class:`vitpe.ViT`.
     """
@@ -62,6 +66,9 @@ class TextClassifier(PETrunk):
         self.max_len, self.vocab_size = max_len, vocab_size
         self.pe_resize = check_resize_mode(pe_resize)
         self.embed = nn.Embedding(vocab_size, dim, padding_idx=PAD_ID)
+        pe_options = dict(pe_options or {})
+        if "init_std" in vitpe.pe.options(pe):  # learned tables start at the tokens' unit scale (see embed_scale)
+            pe_options.setdefault("init_std", 1.0)
         self.build_trunk(grid=(max_len,), num_classes=num_classes, dim=dim, depth=depth, heads=heads,
                          mlp_ratio=mlp_ratio, pe=pe, pe_options=pe_options, pe_resize=pe_resize, pool=pool,
                          num_prefix_tokens=int(class_token), drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,
