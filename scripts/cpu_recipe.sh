@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Reproduce the README's CPU-recipe figures: train configs/cifar10.yaml with each PE given (default: rope_mixed and
-# learnable), then evaluate the runs across resolutions. Runs that already finished are skipped; an interrupted one
+# Reproduce the README's CPU-recipe figures: train configs/cifar10.yaml with each PE given (default: the six of the
+# resolution table), then evaluate the runs across resolutions. Runs that already finished are skipped; an interrupted one
 # is resumed. Usage: VITPE_DATA=/path/to/data scripts/cpu_recipe.sh [RUNS_DIR] [PE ...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-runs}
 shift || true
 pes=("$@")
-[ ${#pes[@]} -gt 0 ] || pes=(rope_mixed learnable)
+[ ${#pes[@]} -gt 0 ] || pes=(learnable sincos rope_axial rope_mixed relbias cpb)
 for pe in "${pes[@]}"; do
   scripts/train_or_resume.sh "$runs/c10_$pe" configs/cifar10.yaml model.pe="$pe"
 done
