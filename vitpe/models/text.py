@@ -20,7 +20,6 @@ from torch import nn
 import vitpe.pe
 from vitpe.data.text import CLS_ID, PAD_ID
 from vitpe.models.encoder import PETrunk, check_pool
-from vitpe.pe.grid import check_resize_mode
 
 
 class TextClassifier(PETrunk):
@@ -64,7 +63,6 @@ class TextClassifier(PETrunk):
         if max_len < 1:
             raise ValueError(f"max_len must be positive, got {max_len}")
         self.max_len, self.vocab_size = max_len, vocab_size
-        self.pe_resize = check_resize_mode(pe_resize)
         self.embed = nn.Embedding(vocab_size, dim, padding_idx=PAD_ID)
         pe_options = dict(pe_options or {})
         if "init_std" in vitpe.pe.options(pe):  # learned tables start at the tokens' unit scale (see embed_scale)
@@ -81,10 +79,6 @@ class TextClassifier(PETrunk):
         nn.init.normal_(self.embed.weight, std=dim ** -0.5)
         with torch.no_grad():
             self.embed.weight[PAD_ID].zero_()
-
-    def set_pe_resize(self, mode: str) -> None:
-        """How the PE acts on sequences longer than ``max_len``: ``"interpolate"`` or ``"extrapolate"``."""
-        self.pe_resize = check_resize_mode(mode)
 
     def _check(self, tokens: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor | None:
         if tokens.dim() != 2 or tokens.dtype != torch.long:
@@ -112,15 +106,15 @@ class TextClassifier(PETrunk):
         if self.num_prefix_tokens:
             cls = (self.embed.weight[CLS_ID] * self.embed_scale).expand(B, 1, -1)  # (B, 1, D)
             x = torch.cat((cls, x), dim=1)  # (B, T, D)
-        # up to max_len tokens: the reference positions, cropped; beyond it, the chosen resize mode
-        self.pe.resize = self.pe_resize if L > self.max_len else "extrapolate"
         key_mask = token_mask = None
         if mask is not None:
             keep = torch.cat((mask.new_ones(B, self.num_prefix_tokens), mask), dim=1)  # (B, T)
             token_mask = keep[:, :, None].to(x.dtype)  # (B, T, 1)
             key_mask = torch.zeros(keep.shape, dtype=x.dtype, device=x.device).masked_fill(~keep, float("-inf"))
             key_mask = key_mask[:, None, None, :]  # (B, 1, 1, T)
-        return self.encode(x, (L,), key_mask, token_mask), token_mask
+        # up to max_len tokens: the reference positions, cropped; beyond it, the chosen resize mode (set_pe_resize)
+        with self.pe.resize_mode(self.pe.resize if L > self.max_len else "extrapolate"):
+            return self.encode(x, (L,), key_mask, token_mask), token_mask
 
     def forward_features(self, tokens: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """tokens (B, L) int64, mask (B, L) bool (True = real token) -> normalised tokens (B, T, D)."""

@@ -18,7 +18,8 @@ without parameters is a pure function of ``(grid, resize mode)``, so its state i
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar
+import contextlib
+from typing import Any, Callable, ClassVar, Iterator
 
 import torch
 from torch import nn
@@ -85,6 +86,15 @@ class PositionEncoding(nn.Module):
     @resize.setter
     def resize(self, mode: str) -> None:
         self._resize = check_resize_mode(mode)
+
+    @contextlib.contextmanager
+    def resize_mode(self, mode: str) -> Iterator["PositionEncoding"]:
+        """Act in ``mode`` inside the ``with`` block, then return to the previous mode."""
+        previous, self.resize = self._resize, mode
+        try:
+            yield self
+        finally:
+            self._resize = previous
 
     @property
     def device(self) -> torch.device:

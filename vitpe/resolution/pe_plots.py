@@ -48,19 +48,15 @@ def plot_pe(pe: PositionEncoding, resized_grid: tuple[int, int], path: str | Pat
     import matplotlib.pyplot as plt
 
     panels = []
-    original_mode = pe.resize
-    try:
-        for grid, mode in ((pe.grid, original_mode), (resized_grid, "interpolate"), (resized_grid, "extrapolate")):
-            pe.resize = mode
-            try:
+    for grid, mode in ((pe.grid, pe.resize), (resized_grid, "interpolate"), (resized_grid, "extrapolate")):
+        try:
+            with pe.resize_mode(mode):
                 image = _patterns(pe, grid)
-            except ResizeError:
-                image = "n/a in this mode"
-            if image is None:
-                return False
-            panels.append((f"grid {grid[0]}x{grid[1]}" + ("" if grid == pe.grid else f", {mode}"), image))
-    finally:
-        pe.resize = original_mode
+        except ResizeError:
+            image = "n/a in this mode"
+        if image is None:
+            return False
+        panels.append((f"grid {grid[0]}x{grid[1]}" + ("" if grid == pe.grid else f", {mode}"), image))
     fig, axes = plt.subplots(1, 3, figsize=(13, 4.5))
     for ax, (label, image) in zip(axes, panels):
         ax.set_title(label, fontsize=9)
