@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> None:
     # ---- model, optimiser, schedule, EMA, mixup
     torch.manual_seed(t.seed)
     vocab = data.checkpoint_extras.get("vocab")
-    model = build_model(config, num_classes, len(vocab) if vocab is not None else None).to(device)
+    model = build_model(config, num_classes, vocab).to(device)
     optimizer = build_optimizer(config, model)
     scheduler = build_scheduler(config, optimizer, len(data.train))
     ema = ModelEmaV3(model, decay=t.ema) if t.ema > 0 else None

@@ -39,18 +39,17 @@ def reference_size(config: Config) -> int:
     return sizes[0] if len(sizes) == 1 else config.data.img_size
 
 
-def build_model(config: Config, num_classes: int, vocab_size: int | None = None) -> ViT | TextClassifier:
-    """The config's model: a ViT, or for ``task: text`` a TextClassifier over ``vocab_size`` tokens."""
+def build_model(config: Config, num_classes: int, vocab: list[str] | None = None) -> ViT | TextClassifier:
+    """The config's model: a ViT, or for ``task: text`` a TextClassifier over the tokens of ``vocab``."""
     m = config.model
+    common = dict(num_classes=num_classes, dim=m.dim, depth=m.depth, heads=m.heads, mlp_ratio=m.mlp_ratio, pe=m.pe,
+                  pe_options=dict(m.pe_options), pe_resize=m.pe_resize, pool=m.pool, drop_path=m.drop_path,
+                  drop_rate=m.drop_rate)
     if config.task == "text":
-        if vocab_size is None:
-            raise ValueError("a text model needs the vocabulary size")
-        return TextClassifier(vocab_size, num_classes, max_len=config.data.max_len, dim=m.dim, depth=m.depth,
-                              heads=m.heads, mlp_ratio=m.mlp_ratio, pe=m.pe, pe_options=dict(m.pe_options),
-                              pe_resize=m.pe_resize, pool=m.pool, drop_path=m.drop_path, drop_rate=m.drop_rate)
-    return ViT(img_size=reference_size(config), patch_size=m.patch_size, num_classes=num_classes, dim=m.dim,
-               depth=m.depth, heads=m.heads, mlp_ratio=m.mlp_ratio, pe=m.pe, pe_options=dict(m.pe_options),
-               pe_resize=m.pe_resize, pool=m.pool, drop_path=m.drop_path, drop_rate=m.drop_rate)
+        if vocab is None:
+            raise ValueError("a text model needs its vocabulary")
+        return TextClassifier(len(vocab), max_len=config.data.max_len, **common)
+    return ViT(img_size=reference_size(config), patch_size=m.patch_size, **common)
 
 
 def build_optimizer(config: Config, model: torch.nn.Module) -> torch.optim.Optimizer:

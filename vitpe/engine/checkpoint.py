@@ -51,9 +51,7 @@ def build_from_checkpoint(ckpt: dict[str, Any], use_ema: bool = False) -> torch.
     from vitpe.config import config_from_dict
     from vitpe.engine.build import build_model
 
-    vocab = ckpt.get("vocab")
-    model = build_model(config_from_dict(ckpt["config"]), num_classes=len(ckpt["classes"]),
-                        vocab_size=len(vocab) if vocab is not None else None)
+    model = build_model(config_from_dict(ckpt["config"]), num_classes=len(ckpt["classes"]), vocab=ckpt.get("vocab"))
     model.load_state_dict(ckpt["ema"] if use_ema and ckpt.get("ema") is not None else ckpt["model"])
     return model
 
