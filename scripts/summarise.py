@@ -13,18 +13,13 @@ from pathlib import Path
 
 import yaml
 
+from vitpe.config import group_key
+
 
 def load(run: Path) -> tuple[dict, dict]:
     config = yaml.safe_load((run / "config.yaml").read_text())
     last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
     return config, last
-
-
-def group_key(config: dict) -> str:
-    config = json.loads(json.dumps(config))
-    config.pop("out_dir", None)
-    config["train"].pop("seed", None)
-    return json.dumps(config, sort_keys=True)
 
 
 def main(argv: list[str] | None = None) -> int:

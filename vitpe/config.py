@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import os
 import types
 import typing
@@ -208,6 +209,14 @@ def to_dict(config: Config) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
+def group_key(config: dict[str, Any]) -> str:
+    """A resolved config (as a mapping) without ``out_dir`` and ``train.seed``: runs that share it differ only in seed."""
+    config = _as_tree(config)
+    config.pop("out_dir", None)
+    config.get("train", {}).pop("seed", None)
+    return json.dumps(config, sort_keys=True)
+
+
 def dump_config(config: Config, path: str | os.PathLike) -> None:
     Path(path).write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
 
@@ -236,20 +245,18 @@ def validate(config: Config) -> None:
         (config.train.device in ("auto", "cpu", "cuda"), "train.device", "auto, cpu or cuda"),
         (config.data.train_limit >= 0 and config.data.test_limit >= 0, "data.train_limit/test_limit", ">= 0"),
     ]
-    for ok, key, what in checks:
-        if not ok:
-            raise ConfigError(f"{key} must be {what}")
+    d = config.data
     if config.task == "text":
-        d = config.data
-        text_checks = [
+        checks += [
             (d.max_len >= 1, "data.max_len", ">= 1"),
             (0 <= d.min_len <= d.max_len, "data.min_len", f"between 0 and data.max_len ({d.max_len})"),
             (not (d.mixup or d.cutmix or d.randaugment), "data.mixup/cutmix/randaugment", "off for text"),
             (d.synthetic_vocab >= 8, "data.synthetic_vocab", ">= 8"),
         ]
-        for ok, key, what in text_checks:
-            if not ok:
-                raise ConfigError(f"{key} must be {what}")
+    for ok, key, what in checks:
+        if not ok:
+            raise ConfigError(f"{key} must be {what}")
+    if config.task == "text":
         return
     for size in config.train.img_sizes:
         if size % config.model.patch_size:

@@ -14,7 +14,7 @@ from tqdm import tqdm
 from vitpe.data.text_loader import TextBatchLoader
 from vitpe.engine.checkpoint import build_from_checkpoint
 from vitpe.engine.run_data import synthetic_split
-from vitpe.resolution.sweep import TOKENS_PER_BATCH, Run, cached_records, evaluate_modes
+from vitpe.resolution.sweep import Run, examples_per_batch, cached_records, evaluate_modes
 
 
 def parse_lengths(text: str) -> list[int]:
@@ -42,8 +42,7 @@ def evaluate_lengths(run: Run, lengths: Iterable[int], modes: Iterable[str], *, 
     records = []
     for length in lengths:
         test_set = synthetic_split(config, "test", length).limit(limit)
-        loader = TextBatchLoader(test_set, max(1, min(batch_size, TOKENS_PER_BATCH // length)), train=False,
-                                 device=device)
+        loader = TextBatchLoader(test_set, examples_per_batch(length, batch_size), train=False, device=device)
         base = {"run": run.name, "pe": config.model.pe, "length": length, "train_length": config.data.max_len,
                 "group": run.group}
         records += evaluate_modes(model, loader, modes, base, device, progress=progress)

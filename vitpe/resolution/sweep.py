@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable
 import torch
 from tqdm import tqdm
 
-from vitpe.config import config_from_dict
+from vitpe.config import config_from_dict, group_key
 from vitpe.data import BatchLoader, ImageSet
 from vitpe.data.loader import ShardedBatches
 from vitpe.engine.build import load_split, reference_size
@@ -27,10 +27,15 @@ Size = tuple[int, int]
 TOKENS_PER_BATCH = 8192
 
 
-def batch_size_for(size: Size, patch_size: int, max_images: int, tokens_per_batch: int = TOKENS_PER_BATCH) -> int:
-    """Images per batch at ``size``: at most ``max_images`` and about ``tokens_per_batch`` patch tokens."""
-    tokens = (size[0] // patch_size) * (size[1] // patch_size)
-    return max(1, min(max_images, tokens_per_batch // max(tokens, 1)))
+def examples_per_batch(tokens: int, max_examples: int, tokens_per_batch: int = TOKENS_PER_BATCH) -> int:
+    """Examples (images or sequences) of ``tokens`` tokens each per batch: at most ``max_examples``, about
+    ``tokens_per_batch`` tokens in all."""
+    return max(1, min(max_examples, tokens_per_batch // max(tokens, 1)))
+
+
+def batch_size_for(size: Size, patch_size: int, max_images: int) -> int:
+    """Images per batch at ``size`` (see :func:`examples_per_batch`)."""
+    return examples_per_batch((size[0] // patch_size) * (size[1] // patch_size), max_images)
 
 
 def parse_resolutions(text: str) -> list[Size]:
@@ -81,10 +86,7 @@ class Run:
     @property
     def group(self) -> str:
         """Runs that differ only in seed and out_dir share a group (their results are averaged)."""
-        cfg = json.loads(json.dumps(self.ckpt["config"]))
-        cfg.pop("out_dir", None)
-        cfg["train"].pop("seed", None)
-        return json.dumps(cfg, sort_keys=True)
+        return group_key(self.ckpt["config"])
 
 
 def find_run(path: str | Path, use_best: bool = False) -> Run:
