@@ -87,8 +87,9 @@ class PETrunk(nn.Module):
         sees the same zeros past the end of a sequence as it would without padding.
         """
         state = self.pe.prepare(grid)
+        zero_padding = token_mask is not None and self.pe.site == "tokens"
         for layer, block in enumerate(self.blocks):
-            if token_mask is not None:
+            if zero_padding:
                 x = x * token_mask
             x = self.pe.add_to_tokens(x, state, layer)
             x = block(x, self.pe, state, layer, key_mask)
