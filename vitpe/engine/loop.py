@@ -42,6 +42,11 @@ def autocast(device: torch.device):
                                                                                                    enabled=False)
 
 
+def forward(model: torch.nn.Module, inputs: torch.Tensor | tuple) -> torch.Tensor:
+    """Logits for a batch's inputs: images, or a tuple such as (tokens, mask) unpacked into the model."""
+    return model(*inputs) if isinstance(inputs, tuple) else model(inputs)
+
+
 def train_one_epoch(model: torch.nn.Module, loader: ShardedBatches, optimizer: torch.optim.Optimizer, scheduler: Any,
                     state: TrainState, *, seed: int, label_smoothing: float, grad_clip: float,
                     mixup: Callable | None, ema: Any, dist_info: DistInfo, device: torch.device,
@@ -64,7 +69,7 @@ def train_one_epoch(model: torch.nn.Module, loader: ShardedBatches, optimizer: t
         if mixup is not None:
             inputs, targets = mixup(inputs, labels)
         with autocast(device):
-            logits = model(*inputs) if isinstance(inputs, tuple) else model(inputs)
+            logits = forward(model, inputs)
             if targets.dim() == 2:  # soft targets from mixup / cutmix (smoothing already applied)
                 loss = torch.sum(-targets * F.log_softmax(logits.float(), dim=-1), dim=-1).mean()
             else:
@@ -108,7 +113,7 @@ def evaluate(model: torch.nn.Module, loader: ShardedBatches, device: torch.devic
     loss_sum = correct = seen = 0.0
     for inputs, labels in loader.epoch(0):
         with autocast(device):
-            logits = (model(*inputs) if isinstance(inputs, tuple) else model(inputs)).float()
+            logits = forward(model, inputs).float()
         loss_sum += F.cross_entropy(logits, labels, reduction="sum").item()
         correct += (logits.argmax(-1) == labels).sum().item()
         seen += len(labels)
