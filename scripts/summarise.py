@@ -1,5 +1,6 @@
 """Final accuracy of finished runs as a markdown table: one row per config (runs differing only in seed are grouped:
-mean ± std, the number of seeds), with training wall time. Usage: python scripts/summarise.py RUN_DIR [...] [--by KEY]
+mean ± std, the number of seeds), with training wall time. Usage: python scripts/summarise.py RUN_DIR [...] [--label KEY] [--best N]
+With ``--best N`` it prints only the labels of the N best groups (highest mean accuracy), one per line.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--label", default="model.pe", help="dotted config key naming a row (default model.pe)")
+    parser.add_argument("--best", type=int, default=0, help="print the labels of the N best groups only")
     args = parser.parse_args(argv)
     groups: dict[str, list] = defaultdict(list)
     for run in args.runs:
@@ -34,17 +36,24 @@ def main(argv: list[str] | None = None) -> int:
             continue
         config, last = load(run)
         groups[group_key(config)].append((run, config, last))
-    print(f"| {args.label} | seeds | epochs | accuracy (%) | train wall (min) |")
-    print("|---|---|---|---|---|")
+    rows = []
     for members in groups.values():
         node = members[0][1]
         for part in args.label.split("."):
             node = node[part]
         accs = [100 * m[2]["test_acc"] for m in members]
-        spread = f" ± {statistics.stdev(accs):.1f}" if len(accs) > 1 else ""
-        minutes = statistics.fmean(m[2]["elapsed_s"] for m in members) / 60
-        print(f"| {node} | {len(members)} | {members[0][2]['epoch']} | {statistics.fmean(accs):.1f}{spread} | "
-              f"{minutes:.1f} |")
+        rows.append({"label": node, "seeds": len(members), "epochs": members[0][2]["epoch"],
+                     "mean": statistics.fmean(accs), "std": statistics.stdev(accs) if len(accs) > 1 else None,
+                     "minutes": statistics.fmean(m[2]["elapsed_s"] for m in members) / 60})
+    if args.best:
+        for row in sorted(rows, key=lambda r: -r["mean"])[:args.best]:
+            print(row["label"])
+        return 0
+    print(f"| {args.label} | seeds | epochs | accuracy (%) | train wall (min) |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        spread = f" ± {r['std']:.1f}" if r["std"] is not None else ""
+        print(f"| {r['label']} | {r['seeds']} | {r['epochs']} | {r['mean']:.1f}{spread} | {r['minutes']:.1f} |")
     return 0
 
 

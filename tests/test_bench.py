@@ -24,6 +24,20 @@ def test_quick_mode_writes_valid_json(tmp_path):
     assert {r["pe"] for r in result["text_rows"]} == {n for n in vitpe.pe.available()
                                                        if 1 in vitpe.pe.get(n).grid_dims}
     assert "| timm |" in (tmp_path / "bench.md").read_text()
+    checked = {(c["target"].split()[0], c["img_size"]) for c in result["targets"]}
+    assert ("learnable", 32) in checked and ("data", 32) in checked
+    assert all(isinstance(c["met"], bool) for c in result["targets"])
+
+
+def test_targets_are_judged_per_site():
+    from vitpe.bench_targets import check_targets
+
+    rows = [{"pe": "learnable", "img_size": 32, "train_vs_timm": 1.01, "train_vs_none": 1 / 1.02},
+            {"pe": "sincos", "img_size": 32, "train_vs_none": 1 / 1.05},
+            {"pe": "rope_axial", "img_size": 32, "train_vs_none": 1 / 1.05},
+            {"pe": "relbias", "img_size": 64, "train_vs_none": 1 / 1.10}]
+    met = {c["target"].split()[0]: c["met"] for c in check_targets({"rows": rows, "data_share": 0.06})}
+    assert met == {"learnable": True, "sincos": False, "rope_axial": True, "relbias": False, "data": False}
 
 
 def test_bad_arguments_are_clear_errors(tmp_path, capsys):

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 import vitpe.pe
+from vitpe.bench_targets import check_targets, targets_markdown
 from vitpe.models import TextClassifier, ViT
 
 
@@ -230,6 +231,8 @@ def markdown(result: dict[str, Any]) -> str:
                       f"augmented batch vs {1000 * d['model_s_per_step']:.0f} ms per training step: "
                       f"{100 * d['data_share']:.1f}% of a step; in a real run of {d['real_epoch_steps']} steps "
                       f"({d['real_epoch_s']:.1f} s) {100 * d['real_epoch_data_share']:.1f}%."]
+    if result.get("targets"):
+        lines += ["", "Targets (training step; overhead = t_pe / t_none - 1):", "", *targets_markdown(result["targets"])]
     if result.get("text_rows"):
         lines += ["", f"Text classifier, training, sequences of {result['text_rows'][0]['seq_len']} tokens:", "",
                   "| PE | tokens/s | vs none |", "|---|---|---|"]
@@ -295,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         result["data_share"] = result["data"]["real_epoch_data_share"]
     if not args.no_text:
         result["text_rows"] = bench_text(cfg, device, log)
+    result["targets"] = check_targets(result)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps(result, indent=1) + "\n")

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The PE comparison of RESULTS.md: train CONFIG for every PE and seed, then one multi-resolution model (24-48 px) for
+# each of the two best PEs, then evaluate every run at 16-64 px in both resize modes. Finished runs are skipped,
+# interrupted ones resumed, finished evaluations reused: rerun the same command to continue.
+#
+#   VITPE_DATA=/path/to/data [JOBS=2] [SEEDS="0 1"] [PES="..."] [CONFIG=...] [EXTRA="key=value ..."] \
+#     scripts/compare.sh [RUNS_DIR]
+#
+# JOBS trainings run at once, each with (CPU cores / JOBS) threads unless OMP_NUM_THREADS is set. EXTRA overrides
+# are added to every training (whitespace-separated, so no spaces inside a value). scripts/compare_gpu.sh calls this
+# with the GPU recipe.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-runs/compare}
+config=${CONFIG:-configs/cifar10_compare.yaml}
+pes=(${PES:-none learnable separable sincos rope_axial rope_mixed relbias cpb alibi peg})
+seeds=(${SEEDS:-0 1})
+jobs=${JOBS:-1}
+extra=${EXTRA:-}
+cores=$(nproc)
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( cores / jobs > 0 ? cores / jobs : 1 ))}
+mkdir -p "$runs"
+
+train_all() {  # reads lines "RUN_DIR key=value ..."; trains JOBS of them at a time, each logging to RUN_DIR.log
+  xargs -P "$jobs" -L 1 sh -c 'scripts/train_or_resume.sh "$0" "$@" > "$0.log" 2>&1 || { echo "failed: $0 (see $0.log)" >&2; exit 255; }'
+}
+
+single=()
+for seed in "${seeds[@]}"; do for pe in "${pes[@]}"; do single+=("$runs/${pe}_s$seed"); done; done
+for seed in "${seeds[@]}"; do
+  for pe in "${pes[@]}"; do echo "$runs/${pe}_s$seed $config model.pe=$pe train.seed=$seed $extra"; done
+done | train_all
+python scripts/summarise.py "${single[@]}" > "$runs/accuracy.md"
+
+best=(${MULTI_PES:-$(python scripts/summarise.py "${single[@]}" --best 2)})
+multi=("${best[@]/#/$runs/multires_}")
+for pe in "${best[@]}"; do
+  echo "$runs/multires_$pe $config model.pe=$pe train.seed=${seeds[0]} train.img_sizes=[24,32,40,48] $extra"
+done | train_all
+{ printf '\nMulti-resolution training (24, 32, 40, 48 px per batch; PE reference grid at 32 px), tested at 32 px:\n\n'
+  python scripts/summarise.py "${multi[@]}"; } >> "$runs/accuracy.md"
+
+python eval.py "${single[@]}" "${multi[@]}" --resolutions ${RESOLUTIONS:-16,24,32,40,48,64} \
+  --pe-resize interpolate,extrapolate --out "$runs/resolution" --plot-pe
+cat "$runs/accuracy.md" "$runs/resolution/resolution.md"
