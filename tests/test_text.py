@@ -135,6 +135,21 @@ def test_training_batches_come_from_length_buckets():
     assert not torch.equal(bucketed._indices(3), bucketed._indices(4))
 
 
+def test_word_dropout_replaces_real_training_tokens_by_unk_reproducibly():
+    data = pad_sequences([[5 + i % 40] * (10 + i % 20) for i in range(400)], [i % 2 for i in range(400)], ["n", "p"])
+    loader = TextBatchLoader(data, 50, train=True, seed=2, word_dropout=0.25)
+    batches = list(loader.epoch(0))
+    dropped = sum(int(((t == UNK_ID) & m).sum()) for (t, m), _ in batches)
+    real = sum(int(m.sum()) for (_, m), _ in batches)
+    assert 0.2 < dropped / real < 0.3
+    assert all(not ((t == UNK_ID) & ~m).any() for (t, m), _ in batches)  # padding is never touched
+    assert all(torch.equal(a[0][0], b[0][0]) for a, b in zip(batches, loader.epoch(0)))  # same seed, same drops
+    evaluation = TextBatchLoader(data, 50, train=False, word_dropout=0.25)
+    assert not any((t == UNK_ID).any() for (t, _), _ in evaluation.epoch(0))
+    with pytest.raises(ValueError, match="word_dropout"):
+        TextBatchLoader(data, 50, train=True, word_dropout=1.0)
+
+
 # ----------------------------------------------------------------------------------------------------------- model
 def _model(pe: str, pool: str = "cls", max_len: int = 12, **kwargs) -> TextClassifier:
     torch.manual_seed(0)

@@ -96,6 +96,10 @@ def test_text_config_errors():
         load_config(None, ["task=text", "data.dataset=order", "data.mixup=0.8"])
     with pytest.raises(ConfigError, match="data.eval_split"):
         load_config(None, ["data.eval_split=dev"])
+    with pytest.raises(ConfigError, match="data.word_dropout must be in"):
+        load_config(None, ["task=text", "data.dataset=sst2", "data.word_dropout=1.5"])
+    with pytest.raises(ConfigError, match="data.word_dropout must be 0 for images"):
+        load_config(None, ["data.word_dropout=0.1"])
 
 
 @pytest.mark.skipif(not (DATA / "sst2" / "train.tsv").is_file(), reason="SST-2 not in VITPE_DATA")

@@ -63,6 +63,7 @@ class DataConfig:
     min_len: int = 0  # synthetic text: shortest training sequence (0 = max_len)
     vocab_min_freq: int = 1  # SST-2: keep words seen at least this often in training
     vocab_max_size: int = 0  # SST-2: at most this many vocabulary entries (0 = no cap)
+    word_dropout: float = 0.0  # text: replace each real training token by <unk> with this probability
     synthetic_vocab: int = 64  # synthetic text: vocabulary size (specials, markers A and B, fillers)
 
 
@@ -252,7 +253,10 @@ def validate(config: Config) -> None:
             (0 <= d.min_len <= d.max_len, "data.min_len", f"between 0 and data.max_len ({d.max_len})"),
             (not (d.mixup or d.cutmix or d.randaugment), "data.mixup/cutmix/randaugment", "off for text"),
             (d.synthetic_vocab >= 8, "data.synthetic_vocab", ">= 8"),
+            (0 <= d.word_dropout < 1, "data.word_dropout", "in [0, 1)"),
         ]
+    else:
+        checks.append((d.word_dropout == 0, "data.word_dropout", "0 for images (it is a text option)"))
     for ok, key, what in checks:
         if not ok:
             raise ConfigError(f"{key} must be {what}")

@@ -3,6 +3,10 @@
 Training batches are drawn from length buckets: the epoch's shuffled order is cut into chunks of ``bucket`` batches,
 each chunk sorted by length and cut into batches, and the batches shuffled again -- so a batch holds sequences of
 similar length and little padding (SST-2: phrases of 1 to 52 words) while every epoch still sees a fresh order.
+
+``word_dropout`` (training only) replaces each real token by ``<unk>`` with that probability (Iyyer et al. 2015,
+"Deep Unordered Composition"): a regulariser, and the only way ``<unk>`` -- which every out-of-vocabulary word of the
+test data maps to -- gets a trained embedding when the vocabulary keeps every training word.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from vitpe.data.loader import ShardedBatches, step_seed
-from vitpe.data.text import TextSet
+from vitpe.data.text import UNK_ID, TextSet
 
 
 class TextBatchLoader(ShardedBatches):
@@ -20,9 +24,12 @@ class TextBatchLoader(ShardedBatches):
 
     data: TextSet
 
-    def __init__(self, data: TextSet, batch_size: int, *, train: bool, bucket: int = 50, **kwargs) -> None:
+    def __init__(self, data: TextSet, batch_size: int, *, train: bool, bucket: int = 50, word_dropout: float = 0.0,
+                 **kwargs) -> None:
         super().__init__(data, batch_size, train=train, **kwargs)
-        self.bucket = bucket
+        if not 0.0 <= word_dropout < 1.0:
+            raise ValueError(f"word_dropout must be in [0, 1), got {word_dropout}")
+        self.bucket, self.word_dropout = bucket, word_dropout
 
     def _indices(self, epoch: int) -> torch.Tensor:
         indices = super()._indices(epoch)
@@ -44,5 +51,9 @@ class TextBatchLoader(ShardedBatches):
         width = int(lengths.max())
         tokens = self.data.tokens[idx, :width]  # (B, L)
         mask = torch.arange(width)[None, :] < lengths[:, None]  # (B, L)
+        if self.train and self.word_dropout > 0:
+            g = torch.Generator().manual_seed(step_seed(self.seed, epoch, step, salt=3))
+            drop = (torch.rand(tokens.shape, generator=g) < self.word_dropout) & mask  # (B, L)
+            tokens = tokens.masked_fill(drop, UNK_ID)
         to = dict(device=self.device, non_blocking=True)
         return (tokens.to(**to), mask.to(**to)), self.data.labels[idx].to(**to)

@@ -71,7 +71,7 @@ def build_run_data(config: Config, ckpt: dict[str, Any] | None, device: torch.de
 
         def make(data, train):
             return TextBatchLoader(data, t.batch_size if train else t.eval_batch_size, train=train, seed=t.seed,
-                                   **shard)
+                                   word_dropout=d.word_dropout, **shard)
 
         stats = {"train": train_set.length_stats(), d.eval_split: test_set.length_stats(),
                  **({"val": val_set.length_stats()} if val_set is not None else {})}
