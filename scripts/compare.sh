@@ -37,7 +37,7 @@ multi=("${best[@]/#/$runs/multires_}")
 for pe in "${best[@]}"; do
   echo "$runs/multires_$pe $config model.pe=$pe train.seed=${seeds[0]} train.img_sizes=[24,32,40,48] $extra"
 done | train_all
-{ printf '\nMulti-resolution training (24, 32, 40, 48 px per batch; PE reference grid at 32 px), tested at 32 px:\n\n'
+{ printf '\nMulti-resolution training (24, 32, 40, 48 px per batch; PE reference grid at data.img_size), tested at data.img_size:\n\n'
   python scripts/summarise.py "${multi[@]}"; } >> "$runs/accuracy.md"
 
 python eval.py "${single[@]}" "${multi[@]}" --resolutions ${RESOLUTIONS:-16,24,32,40,48,64} \
