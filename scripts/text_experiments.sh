@@ -14,8 +14,12 @@ for task in order adjacent; do
   python eval.py "${length_pes[@]/#/$runs/${task}_}" --lengths 16,32,64,128 --pe-resize interpolate,extrapolate \
     --out "$runs/length_$task"
 done
-for pe in "${sst2_pes[@]}"; do
-  scripts/train_or_resume.sh "$runs/sst2_$pe" configs/sst2.yaml model.pe="$pe"
+sst2_runs=()
+for seed in ${SST2_SEEDS:-0 1}; do
+  for pe in "${sst2_pes[@]}"; do
+    scripts/train_or_resume.sh "$runs/sst2_${pe}_s$seed" configs/sst2.yaml model.pe="$pe" train.seed="$seed"
+    sst2_runs+=("$runs/sst2_${pe}_s$seed")
+  done
 done
-python scripts/summarise.py "${sst2_pes[@]/#/$runs/sst2_}" > "$runs/sst2.md"
+python scripts/summarise.py "${sst2_runs[@]}" > "$runs/sst2.md"
 cat "$runs/length_order/length.md" "$runs/length_adjacent/length.md" "$runs/sst2.md"
