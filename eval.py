@@ -26,6 +26,7 @@ from tqdm import tqdm
 from vitpe.config import ConfigError
 from vitpe.data import DataError
 from vitpe.engine.checkpoint import CheckpointError, build_from_checkpoint
+from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.resolution import cached_evaluate_run, find_run, parse_modes, parse_resolutions, write_reports
 from vitpe.resolution.lengths import cached_evaluate_lengths, parse_lengths
 from vitpe.resolution.pe_plots import plot_pe
@@ -58,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         sizes, modes = parse_resolutions(args.resolutions), parse_modes(args.pe_resize)
         runs = [find_run(path, args.best) for path in args.runs]
         data_root = args.data_root or os.environ.get("VITPE_DATA")
+        if torch.device(args.device).type == "cpu":
+            keep_freed_memory()
         common = dict(limit=args.limit, batch_size=args.batch_size, use_ema=args.ema, device=args.device)
         records = []
         points = len(lengths) if lengths else len(sizes)

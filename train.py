@@ -28,6 +28,7 @@ from vitpe.data import DataError
 from vitpe.data.text import Vocabulary
 from vitpe.engine.build import build_model, build_optimizer, build_scheduler
 from vitpe.engine.checkpoint import CheckpointError, load_checkpoint, save_atomic
+from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.engine.distributed import init_distributed, shutdown
 from vitpe.engine.loop import NonFiniteLossError, TrainState, evaluate, train_one_epoch
 from vitpe.engine.run_data import build_run_data
@@ -88,6 +89,8 @@ def run(args: argparse.Namespace) -> None:
         raise ConfigError("train.device is cuda but no CUDA device is available; use train.device=cpu")
     if t.threads:
         torch.set_num_threads(t.threads)
+    if device.type == "cpu":
+        keep_freed_memory()
     dist_info = init_distributed(device.type)
     if device.type == "cuda":
         device = torch.device("cuda", dist_info.local_rank)

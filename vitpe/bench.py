@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 import vitpe.pe
 from vitpe.bench_targets import check_targets, targets_markdown
+from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.models import TextClassifier, ViT
 
 
@@ -45,6 +46,7 @@ class BenchConfig:
     text_batch: int = 64
     device: str = "cpu"
     compile: bool = False
+    cpu_malloc_tuned: bool = False  # vitpe.engine.cpu_malloc applied (as train.py and eval.py do on CPU)
 
 
 QUICK = dict(dim=64, depth=2, heads=2, batch=16, img_sizes=(32,), repeats=3, steps=1, warmup=1, text_len=32,
@@ -282,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--device cuda but no CUDA device is available")
         if cfg.dim % cfg.heads:
             raise ValueError(f"--dim {cfg.dim} is not divisible by --heads {cfg.heads}")
+        cfg.cpu_malloc_tuned = device.type == "cpu" and keep_freed_memory()
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
