@@ -51,3 +51,14 @@ def test_data_root_defaults_to_env(monkeypatch):
 @pytest.mark.parametrize("name", ["smoke", "cifar10", "cifar10_gpu", "cifar100"])
 def test_presets_load(name):
     load_config(f"configs/{name}.yaml")
+
+
+def test_group_key_ignores_seed_and_out_dir_and_fills_keys_added_later():
+    from vitpe.config import group_key, to_dict
+
+    full = to_dict(load_config(None, ["task=text", "data.dataset=sst2", "train.seed=1", "out_dir=a"]))
+    older = to_dict(load_config(None, ["task=text", "data.dataset=sst2", "train.seed=0", "out_dir=b"]))
+    del older["data"]["word_dropout"]  # a run saved before the key existed
+    assert group_key(full) == group_key(older)
+    assert group_key(full) != group_key(to_dict(load_config(None, ["task=text", "data.dataset=sst2",
+                                                                   "train.lr=0.01"])))

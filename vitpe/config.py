@@ -210,12 +210,16 @@ def to_dict(config: Config) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
-def group_key(config: dict[str, Any]) -> str:
-    """A resolved config (as a mapping) without ``out_dir`` and ``train.seed``: runs that share it differ only in seed."""
-    config = _as_tree(config)
-    config.pop("out_dir", None)
-    config.get("train", {}).pop("seed", None)
-    return json.dumps(config, sort_keys=True)
+def group_key(config: dict[str, Any] | Config) -> str:
+    """A resolved config without ``out_dir`` and ``train.seed``: runs that share it differ only in seed.
+
+    The config is filled through the current dataclasses first, so a run saved before a key was added (with its
+    default value) groups with a run saved after.
+    """
+    tree = to_dict(config if isinstance(config, Config) else config_from_dict(config))
+    tree.pop("out_dir", None)
+    tree["train"].pop("seed", None)
+    return json.dumps(tree, sort_keys=True)
 
 
 def dump_config(config: Config, path: str | os.PathLike) -> None:
