@@ -21,8 +21,9 @@ cores=$(nproc)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( cores / jobs > 0 ? cores / jobs : 1 ))}
 mkdir -p "$runs"
 
-train_all() {  # reads lines "RUN_DIR key=value ..."; trains JOBS of them at a time, each logging to RUN_DIR.log
-  xargs -P "$jobs" -L 1 sh -c 'scripts/train_or_resume.sh "$0" "$@" > "$0.log" 2>&1 || { echo "failed: $0 (see $0.log)" >&2; exit 255; }'
+train_all() {  # reads lines "RUN_DIR CONFIG key=value ..."; trains JOBS of them at a time, each logging to RUN_DIR.log
+  # (trailing blanks are cut: xargs -L would join such a line with the next one)
+  sed 's/[[:space:]]*$//' | xargs -P "$jobs" -L 1 sh -c 'scripts/train_or_resume.sh "$0" "$@" > "$0.log" 2>&1 || { echo "failed: $0 (see $0.log)" >&2; exit 255; }'
 }
 
 single=()
