@@ -2,8 +2,8 @@
 
     python -m vitpe.bench --out DIR [--quick] [--device cpu|cuda] [--dim 192 --depth 6 --heads 3 --batch 128]
 
-All variants of one measurement live in one process and are timed interleaved (A B C ... A B C ...), so machine noise
-hits them alike; each figure is the median over ``--repeats`` rounds of ``--steps`` steps. A training step is forward,
+All variants of one measurement live in one process and are timed interleaved (A B C ... C A B ..., in a fresh seeded
+order each round), so machine noise hits them alike; each figure is the median over ``--repeats`` rounds of ``--steps`` steps. A training step is forward,
 cross-entropy, backward and an AdamW step on a fixed random batch; inference is a forward under
 ``torch.inference_mode``. On CUDA, steps run under bf16 autocast and are synchronised before the clock is read.
 Writes ``DIR/bench.json`` and ``DIR/bench.md``.
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import random
 import statistics
 import sys
 import time
@@ -93,8 +94,12 @@ def interleaved(fns: dict[str, Callable], cfg: BenchConfig, device: torch.device
             fn()
     _sync(device)
     times: dict[str, list[float]] = {name: [] for name in fns}
+    order = list(fns)
+    shuffle = random.Random(0).shuffle
     for _ in range(cfg.repeats):
-        for name, fn in fns.items():
+        shuffle(order)  # a fresh order each round: no variant always runs right after the same (heavier) one
+        for name in order:
+            fn = fns[name]
             _sync(device)
             start = time.perf_counter()
             for _ in range(cfg.steps):
