@@ -59,8 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         sizes, modes = parse_resolutions(args.resolutions), parse_modes(args.pe_resize)
         runs = [find_run(path, args.best) for path in args.runs]
         data_root = args.data_root or os.environ.get("VITPE_DATA")
-        if torch.device(args.device).type == "cpu":
-            keep_freed_memory()
+        keep_freed_memory(args.device)
         common = dict(limit=args.limit, batch_size=args.batch_size, use_ema=args.ema, device=args.device)
         records = []
         points = len(lengths) if lengths else len(sizes)

@@ -89,8 +89,7 @@ def run(args: argparse.Namespace) -> None:
         raise ConfigError("train.device is cuda but no CUDA device is available; use train.device=cpu")
     if t.threads:
         torch.set_num_threads(t.threads)
-    if device.type == "cpu":
-        keep_freed_memory()
+    keep_freed_memory(device)
     dist_info = init_distributed(device.type)
     if device.type == "cuda":
         device = torch.device("cuda", dist_info.local_rank)

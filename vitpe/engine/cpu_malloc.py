@@ -16,19 +16,22 @@ import ctypes
 import ctypes.util
 import os
 
+import torch
+
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 KEEP_BYTES = 1 << 30  # blocks up to 1 GiB come from the heap; up to 1 GiB of freed heap is kept
 
 
-def keep_freed_memory() -> bool:
-    """Raise glibc's mmap and trim thresholds to ``KEEP_BYTES``. Returns whether it was applied.
+def keep_freed_memory(device: torch.device | str = "cpu") -> bool:
+    """Raise glibc's mmap and trim thresholds to ``KEEP_BYTES`` when ``device`` is the CPU (a GPU run's tensors are
+    not malloc'ed). Returns whether it was applied.
 
     Raises ``ValueError`` for a ``VITPE_CPU_MALLOC`` value other than ``0`` or ``1``.
     """
     setting = os.environ.get("VITPE_CPU_MALLOC", "1")
     if setting not in ("0", "1"):
         raise ValueError(f"VITPE_CPU_MALLOC must be 0 (leave malloc alone) or 1 (the default), got {setting!r}")
-    if setting == "0" or os.name != "posix":
+    if setting == "0" or torch.device(device).type != "cpu" or os.name != "posix":
         return False
     name = ctypes.util.find_library("c")
     try:
