@@ -3,10 +3,10 @@
     python -m vitpe.bench --out DIR [--quick] [--device cpu|cuda] [--dim 192 --depth 6 --heads 3 --batch 128]
 
 All variants of one measurement live in one process and are timed interleaved (A B C ... C A B ..., in a fresh seeded
-order each round), so machine noise hits them alike; each figure is the median over ``--repeats`` rounds of ``--steps`` steps. A training step is forward,
-cross-entropy, backward and an AdamW step on a fixed random batch; inference is a forward under
-``torch.inference_mode``. On CUDA, steps run under bf16 autocast and are synchronised before the clock is read.
-Writes ``DIR/bench.json`` and ``DIR/bench.md``.
+order each round), so machine noise hits them alike; each figure is the median over ``--repeats`` rounds of
+``--steps`` steps. A training step is forward, cross-entropy, backward and an AdamW step on a fixed random batch;
+inference is a forward under ``torch.inference_mode``. On CUDA, steps run under bf16 autocast and are synchronised
+before the clock is read. Writes ``DIR/bench.json`` and ``DIR/bench.md``.
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ class BenchConfig:
     text_batch: int = 64
     device: str = "cpu"
     compile: bool = False
-    cpu_malloc_tuned: bool = False  # vitpe.engine.cpu_malloc applied (as train.py and eval.py do on CPU)
 
 
 QUICK = dict(dim=64, depth=2, heads=2, batch=16, img_sizes=(32,), repeats=3, steps=1, warmup=1, text_len=32,
@@ -239,7 +238,8 @@ def markdown(result: dict[str, Any]) -> str:
                       f"{100 * d['data_share']:.1f}% of a step; in a real run of {d['real_epoch_steps']} steps "
                       f"({d['real_epoch_s']:.1f} s) {100 * d['real_epoch_data_share']:.1f}%."]
     if result.get("targets"):
-        lines += ["", "Targets (training step; overhead = t_pe / t_none - 1):", "", *targets_markdown(result["targets"])]
+        lines += ["", "Targets (training step; overhead = t_pe / t_none - 1):", "",
+                  *targets_markdown(result["targets"])]
     if result.get("text_rows"):
         lines += ["", f"Text classifier, training, sequences of {result['text_rows'][0]['seq_len']} tokens:", "",
                   "| PE | tokens/s | vs none |", "|---|---|---|"]
@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--device cuda but no CUDA device is available")
         if cfg.dim % cfg.heads:
             raise ValueError(f"--dim {cfg.dim} is not divisible by --heads {cfg.heads}")
-        cfg.cpu_malloc_tuned = device.type == "cpu" and keep_freed_memory()
+        malloc_tuned = keep_freed_memory(device)  # as train.py and eval.py do
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -298,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
         print(text, file=sys.stderr, flush=True)
 
     torch.manual_seed(0)
-    result: dict[str, Any] = {"machine": machine(), "torch": torch.__version__, "timm": timm.__version__,
+    result: dict[str, Any] = {"machine": {**machine(), "cpu_malloc_tuned": malloc_tuned}, "torch": torch.__version__,
+                              "timm": timm.__version__,
                               "config": {**asdict(cfg), "img_sizes": list(cfg.img_sizes)}}
     result["rows"] = bench_vit(cfg, pes, device, log)
     if not args.no_data:
