@@ -17,6 +17,7 @@ pes=(${PES:-none learnable separable sincos rope_axial rope_mixed relbias cpb al
 seeds=(${SEEDS:-0 1})
 jobs=${JOBS:-1}
 extra=${EXTRA:-}
+multi_sizes=24,32,40,48  # the multi-resolution runs' training sizes, one drawn per batch
 cores=$(nproc)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( cores / jobs > 0 ? cores / jobs : 1 ))}
 mkdir -p "$runs"
@@ -36,9 +37,9 @@ python scripts/summarise.py "${single[@]}" > "$runs/accuracy.md"
 best=(${MULTI_PES:-$(python scripts/summarise.py "${single[@]}" --best 2)})
 multi=("${best[@]/#/$runs/multires_}")
 for pe in "${best[@]}"; do
-  echo "$runs/multires_$pe $config model.pe=$pe train.seed=${seeds[0]} train.img_sizes=[24,32,40,48] $extra"
+  echo "$runs/multires_$pe $config model.pe=$pe train.seed=${seeds[0]} train.img_sizes=[$multi_sizes] $extra"
 done | train_all
-{ printf '\nMulti-resolution training (24, 32, 40, 48 px per batch; PE reference grid at data.img_size), tested at data.img_size:\n\n'
+{ printf '\nMulti-resolution training (%s px, one size per batch), tested at data.img_size:\n\n' "$multi_sizes"
   python scripts/summarise.py "${multi[@]}"; } >> "$runs/accuracy.md"
 
 python eval.py "${single[@]}" "${multi[@]}" --resolutions ${RESOLUTIONS:-16,24,32,40,48,64} \

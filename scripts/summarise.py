@@ -1,6 +1,7 @@
 """Final accuracy of finished runs as a markdown table: one row per config (runs differing only in seed are grouped:
-mean ± std, the number of seeds), with training wall time. Usage: python scripts/summarise.py RUN_DIR [...] [--label KEY] [--best N]
-With ``--best N`` it prints only the labels of the N best groups (highest mean accuracy), one per line.
+mean ± std, the number of seeds), with training wall time.
+Usage: python scripts/summarise.py RUN_DIR [...] [--label KEY] [--best N]. With ``--best N`` it prints only the labels
+of the N best groups (highest mean accuracy), one per line.
 """
 
 from __future__ import annotations
