@@ -4,11 +4,12 @@
 # interrupted ones resumed, finished evaluations reused: rerun the same command to continue.
 #
 #   VITPE_DATA=/path/to/data [JOBS=2] [SEEDS="0 1"] [PES="..."] [CONFIG=...] [EXTRA="key=value ..."] \
-#     scripts/compare.sh [RUNS_DIR]
+#     [MULTI_PES="pe pe"] [RESOLUTIONS=16,24,...] [EVAL_LIMIT=N] scripts/compare.sh [RUNS_DIR]
 #
 # JOBS trainings run at once, each with (CPU cores / JOBS) threads unless OMP_NUM_THREADS is set. EXTRA overrides
-# are added to every training (whitespace-separated, so no spaces inside a value). scripts/compare_gpu.sh calls this
-# with the GPU recipe.
+# are added to every training (whitespace-separated, so no spaces inside a value). MULTI_PES picks the PEs of the
+# multi-resolution runs (default: the two with the best mean test accuracy). EVAL_LIMIT evaluates the resolution sweep
+# on the first N test images only (default: all 10,000). scripts/compare_gpu.sh calls this with the GPU recipe.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-runs/compare}
@@ -42,6 +43,13 @@ done | train_all
 { printf '\nMulti-resolution training (%s px, one size per batch), tested at data.img_size:\n\n' "$multi_sizes"
   python scripts/summarise.py "${multi[@]}"; } >> "$runs/accuracy.md"
 
-python eval.py "${single[@]}" "${multi[@]}" --resolutions ${RESOLUTIONS:-16,24,32,40,48,64} \
-  --pe-resize interpolate,extrapolate --out "$runs/resolution" --plot-pe
+evaluate=(python eval.py --resolutions "${RESOLUTIONS:-16,24,32,40,48,64}" --pe-resize interpolate,extrapolate
+          --out "$runs/resolution" ${EVAL_LIMIT:+--limit "$EVAL_LIMIT"})
+# One run per lane first (each run's records are cached in resolution/runs/), then one call that only gathers them
+# into the combined table and plots.
+printf '%s\n' "${single[@]}" "${multi[@]}" |
+  xargs -P "$jobs" -I RUN sh -c 'run=$1; shift
+    "$@" "$run" --plot-pe > "$run.eval.log" 2>&1 || { echo "failed: $run (see $run.eval.log)" >&2; exit 255; }' \
+  sh RUN "${evaluate[@]}"
+"${evaluate[@]}" "${single[@]}" "${multi[@]}"
 cat "$runs/accuracy.md" "$runs/resolution/resolution.md"

@@ -42,7 +42,7 @@ def test_summarise_groups_seeds_and_picks_the_best(tmp_path):
 
 def test_compare_script_trains_picks_and_evaluates(tmp_path):
     env = {**os.environ, "CONFIG": "configs/smoke.yaml", "PES": "none learnable", "SEEDS": "0", "JOBS": "2",
-           "RESOLUTIONS": "12,16", "OMP_NUM_THREADS": "1"}
+           "RESOLUTIONS": "12,16", "EVAL_LIMIT": "40", "OMP_NUM_THREADS": "1"}
     runs = tmp_path / "cmp"
     # no EXTRA: the lines handed to xargs then end in a blank, which once joined two trainings into one
     subprocess.run(["bash", "scripts/compare.sh", str(runs)], cwd=ROOT, env=env, check=True, capture_output=True)
@@ -53,4 +53,7 @@ def test_compare_script_trains_picks_and_evaluates(tmp_path):
     records = json.loads((runs / "resolution" / "resolution.json").read_text())
     assert {r["run"] for r in records} == {"none_s0", "learnable_s0", "multires_none", "multires_learnable"}
     assert {r["resolution"] for r in records} == {12, 16}
+    assert {r["n"] for r in records} == {40}  # EVAL_LIMIT reached every evaluation
+    for name in ("none_s0", "multires_learnable"):  # each run was evaluated in its own lane, with a log
+        assert (runs / f"{name}.eval.log").is_file() and (runs / "resolution" / "runs" / f"{name}.json").is_file()
     assert "Multi-resolution" in (runs / "accuracy.md").read_text()
