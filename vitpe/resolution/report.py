@@ -101,34 +101,43 @@ def markdown_table(rows: list[dict[str, Any]], x_key: str, title: str) -> str:
 
 
 def plot(rows: list[dict[str, Any]], records: list[dict[str, Any]], x_key: str, title: str, path: Path) -> None:
+    """One panel per resize mode (shared y axis), one line per group with its seed spread as error bars; a group keeps
+    its colour in every panel."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 5))
     series = defaultdict(list)
     for r in rows:
         if r["mean"] is not None and isinstance(r[x_key], int):  # squares / lengths on the x axis
             series[(r["label"], r["pe_resize"])].append((r[x_key], r["mean"], r["std"]))
-    colours = {}
-    for (label, mode), points in sorted(series.items()):
-        points.sort()
-        xs, means, stds = zip(*points)
-        colour = colours.setdefault(label, f"C{len(colours) % 10}")
-        ax.errorbar(xs, [100 * m for m in means], yerr=[100 * s for s in stds], color=colour, capsize=2,
-                    linestyle="-" if mode == "interpolate" else "--", marker="o" if mode == "interpolate" else "s",
-                    label=f"{label} · {mode}")
-    trained = {r.get(f"train_{x_key}") for r in records if r.get(f"train_{x_key}") is not None}
-    for t in trained:
-        ax.axvline(t, color="grey", linestyle=":", linewidth=1)
-    if trained:
-        ax.text(min(trained), ax.get_ylim()[0], " trained here", color="grey", va="bottom", fontsize=8)
-    ax.set_xlabel(x_key)
-    ax.set_ylabel("test accuracy (%)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
+    modes = sorted({mode for _, mode in series}, key=lambda m: (m != "interpolate", m))
+    labels = sorted({label for label, _ in series})
+    palette = plt.get_cmap("tab10" if len(labels) <= 10 else "tab20")
+    colours = {label: palette(i % palette.N) for i, label in enumerate(labels)}
+    fig, axes = plt.subplots(1, max(len(modes), 1), figsize=(1 + 5 * max(len(modes), 1), 5.5), sharey=True,
+                             squeeze=False)
+    trained = sorted({r[f"train_{x_key}"] for r in records if r.get(f"train_{x_key}") is not None})
+    handles = {}
+    for ax, mode in zip(axes[0], modes):
+        for label in labels:
+            points = sorted(series.get((label, mode), []))
+            if not points:
+                continue
+            xs, means, stds = zip(*points)
+            handles[label] = ax.errorbar(xs, [100 * m for m in means], yerr=[100 * s for s in stds], capsize=2,
+                                         color=colours[label], marker="o", markersize=4)
+        for t in trained:
+            ax.axvline(t, color="grey", linestyle=":", linewidth=1)
+        ax.set_title(f"{mode}{'  (dotted: training ' + x_key + ')' if trained else ''}", fontsize=10)
+        ax.set_xlabel(x_key)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("test accuracy (%)")
+    fig.suptitle(title)
+    shown = [label for label in labels if label in handles]
+    legend_rows = -(-len(shown) // 4)
+    fig.legend([handles[label] for label in shown], shown, loc="lower center", ncol=4, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.045 * legend_rows + 0.02, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
