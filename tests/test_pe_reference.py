@@ -105,6 +105,25 @@ def test_relbias_extrapolate_clamps_offsets_to_the_table_edge():
     assert torch.equal(bias[:, 3, 2], table[3])  # offset +1 is exact
 
 
+def test_relbias_scale_keeps_the_initial_bias_and_speeds_up_adam():
+    """scale s: the same bias at init (table std init_std / s), then one Adam step moves every bias entry by s * lr."""
+    grid, lr = (4, 4), 1e-3
+    moves = {}
+    for scale in (1.0, 8.0):
+        torch.manual_seed(0)
+        pe = build("relbias", grid, depth=1, scale=scale)
+        before = pe.prepare(grid).detach().clone()  # (1, nH, 16, 16)
+        if scale == 1.0:
+            reference = before
+        torch.testing.assert_close(before, reference, rtol=1e-5, atol=1e-7)
+        optimiser = torch.optim.Adam(pe.parameters(), lr=lr)
+        (pe.prepare(grid) * torch.randn_like(before)).sum().backward()
+        optimiser.step()
+        moves[scale] = (pe.prepare(grid).detach() - before).abs().amax().item()
+    assert moves[1.0] == pytest.approx(lr, rel=1e-3) and moves[8.0] == pytest.approx(8 * lr, rel=1e-3)
+    with pytest.raises(ValueError, match="scale must be positive"):
+        build("relbias", grid, depth=1, scale=0)
+
 # ---------------------------------------------------------------------------------------------------- RoPE
 def _scores_depend_only_on_offsets(pe, grid):
     torch.manual_seed(0)

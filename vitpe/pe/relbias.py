@@ -36,18 +36,28 @@ def resample_relative_tables(tables: torch.Tensor, old_grid: Grid, new_grid: Gri
 
 @register("relbias")
 class RelativePositionBias(BiasEncoding):
-    """Swin relative position bias. Options: ``init_std`` (trunc-normal std, default 0.02)."""
+    """Swin relative position bias. Options: ``init_std`` (trunc-normal std of the bias at init, default 0.02) and
+    ``scale`` (default 1, Swin): the bias is ``scale * relative_bias_table``, the table initialised with std
+    ``init_std / scale`` -- the same bias at init, but Adam, whose steps are about ``lr`` per parameter whatever the
+    gradient's size, then moves the bias ``scale`` times faster. With scale 1 a table can move by at most the sum of
+    the learning rates over training (about 1.2 for 3 epochs of configs/cifar10_compare.yaml); RESULTS.md shows that
+    bound binding in short budgets."""
 
     per_layer = True
 
-    def __init__(self, init_std: float = 0.02, **common: Any) -> None:
+    def __init__(self, init_std: float = 0.02, scale: float = 1.0, **common: Any) -> None:
         super().__init__(**common)
+        if not scale > 0:
+            raise ValueError(f"relbias: scale must be positive, got {scale}")
+        self.scale = float(scale)
         size = math.prod(relative_extent(self.grid))
         self.relative_bias_table = nn.Parameter(torch.empty(self.depth, size, self.heads))  # (depth, T, nH)
-        nn.init.trunc_normal_(self.relative_bias_table, std=init_std)
+        nn.init.trunc_normal_(self.relative_bias_table, std=init_std / self.scale)
 
     def bias(self, grid: Grid) -> torch.Tensor:
         table, table_grid = self.relative_bias_table, self.grid
+        if self.scale != 1.0:
+            table = table * self.scale  # (depth, T, nH)
         if grid != self.grid and self.resize == "interpolate":
             table, table_grid = resample_relative_tables(table, self.grid, grid), grid
         index = self.cached(("index", grid, table_grid), lambda: relative_index(grid, table_grid, self.device))
