@@ -116,8 +116,8 @@ def plot(rows: list[dict[str, Any]], records: list[dict[str, Any]], x_key: str, 
     labels = sorted({label for label, _ in series})
     palette = plt.get_cmap("tab10" if len(labels) <= 10 else "tab20")
     colours = {label: palette(i % palette.N) for i, label in enumerate(labels)}
-    fig, axes = plt.subplots(1, max(len(modes), 1), figsize=(1 + 5 * max(len(modes), 1), 5.5), sharey=True,
-                             squeeze=False)
+    panels, legend_columns = max(len(modes), 1), 4
+    fig, axes = plt.subplots(1, panels, figsize=(1 + 5 * panels, 5.5), sharey=True, squeeze=False)
     trained = sorted({r[f"train_{x_key}"] for r in records if r.get(f"train_{x_key}") is not None})
     handles = {}
     for ax, mode in zip(axes[0], modes):
@@ -136,8 +136,9 @@ def plot(rows: list[dict[str, Any]], records: list[dict[str, Any]], x_key: str, 
     axes[0][0].set_ylabel("test accuracy (%)")
     fig.suptitle(title)
     shown = [label for label in labels if label in handles]
-    legend_rows = -(-len(shown) // 4)
-    fig.legend([handles[label] for label in shown], shown, loc="lower center", ncol=4, fontsize=8, frameon=False)
+    legend_rows = -(-len(shown) // legend_columns)
+    fig.legend([handles[label] for label in shown], shown, loc="lower center", ncol=legend_columns, fontsize=8,
+               frameon=False)
     fig.tight_layout(rect=(0, 0.045 * legend_rows + 0.02, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
