@@ -21,14 +21,21 @@ def fake_run(path: Path, pe: str, seed: int, acc: float) -> Path:
     return path
 
 
-def summarise(*args: str) -> str:
-    spec = importlib.util.spec_from_file_location("summarise", ROOT / "scripts" / "summarise.py")
+def script_main(name: str, *args: str) -> tuple[int, str]:
+    """Run ``scripts/<name>.py``'s main(args) in this process: (exit code, stdout)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
-        assert module.main(list(args)) == 0
-    return buffer.getvalue()
+        code = module.main(list(args))
+    return code, buffer.getvalue()
+
+
+def summarise(*args: str) -> str:
+    code, out = script_main("summarise", *args)
+    assert code == 0
+    return out
 
 
 def test_summarise_groups_seeds_and_picks_the_best(tmp_path):
@@ -57,3 +64,23 @@ def test_compare_script_trains_picks_and_evaluates(tmp_path):
     for name in ("none_s0", "multires_learnable"):  # each run was evaluated in its own lane, with a log
         assert (runs / f"{name}.eval.log").is_file() and (runs / "resolution" / "runs" / f"{name}.json").is_file()
     assert "Multi-resolution" in (runs / "accuracy.md").read_text()
+
+
+def test_bias_stats_reports_the_trained_bias_and_the_step_bound(tmp_path):
+    runs = {}
+    for pe in ("relbias", "learnable"):
+        runs[pe] = tmp_path / pe
+        subprocess.run(["python", "train.py", "--config", "configs/smoke.yaml", f"out_dir={runs[pe]}", f"model.pe={pe}",
+                        "--no-progress"], cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True,
+                       capture_output=True)
+    code, out = script_main("bias_stats", str(runs["relbias"]))
+    assert code == 0
+    row = out.strip().splitlines()[-1].strip("| ").split(" | ")
+    assert row[:2] == ["relbias", "relbias"]
+    assert len(row[2].split(", ")) == len(row[3].split(", ")) == 2  # one value per layer of the smoke ViT
+    summed_lr = float(row[4].split()[0])
+    config = yaml.safe_load((runs["relbias"] / "config.yaml").read_text())["train"]
+    steps = json.loads((runs["relbias"] / "metrics.jsonl").read_text().splitlines()[-1])["step"]
+    assert 0 < summed_lr < steps * config["lr"]  # warm-up and decay keep it below lr at every step
+    code, _ = script_main("bias_stats", str(runs["learnable"]))
+    assert code == 2  # a PE without an attention bias is an error, not an empty row
