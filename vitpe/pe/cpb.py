@@ -25,7 +25,8 @@ from vitpe.pe.sites import BiasEncoding, gather_relative
 
 @register("cpb")
 class ContinuousPositionBias(BiasEncoding):
-    """Swin-V2 CPB. Options: ``hidden`` (MLP width, default 512), ``scale`` (log-coordinate range, default 8)."""
+    """Swin-V2 CPB. Options: ``hidden`` (MLP width, default 512), ``scale`` (log-coordinate range, default 8; not
+    relbias's ``scale``, a multiplier of its table)."""
 
     per_layer = True
 

@@ -41,7 +41,8 @@ class RelativePositionBias(BiasEncoding):
     ``init_std / scale`` -- the same bias at init, but Adam, whose steps are about ``lr`` per parameter whatever the
     gradient's size, then moves the bias ``scale`` times faster. With scale 1 a table can move by at most the sum of
     the learning rates over training (about 1.2 for 3 epochs of configs/cifar10_compare.yaml); RESULTS.md shows that
-    bound binding in short budgets."""
+    bound binding in short budgets. (Not
+    cpb's ``scale``, which is the range of its log-spaced coordinates.)"""
 
     per_layer = True
 
