@@ -167,6 +167,8 @@ def run(args: argparse.Namespace) -> None:
         test = evaluate(model, data.test, device, dist_info)
         record = {"epoch": state.epoch + 1, "step": state.global_step, **train_metrics,
                   "test_loss": test["loss"], "test_acc": test["acc"]}
+        if t.img_size_epochs:  # progressive resizing: the epoch's training size
+            record["img_size"] = data.train.size_of_epoch(state.epoch)[0]
         if data.val is not None:
             val = evaluate(model, data.val, device, dist_info)
             record.update(val_loss=val["loss"], val_acc=val["acc"])

@@ -32,8 +32,21 @@ def test_wrong_types_are_named():
 def test_value_checks():
     with pytest.raises(ConfigError, match="data.dataset must be one of"):
         config_from_dict({}, ["data.dataset=mnist"])
-    with pytest.raises(ConfigError, match="30 is not divisible by model.patch_size 4"):
+    with pytest.raises(ConfigError, match="30 is not a positive multiple of model.patch_size 4"):
         config_from_dict({}, ["train.img_sizes=[32,30]"])
+    with pytest.raises(ConfigError, match="model.img_size: 18 is not a positive multiple"):
+        config_from_dict({}, ["model.img_size=18"])
+
+
+def test_image_size_schedule_checks():
+    ok = config_from_dict({}, ["train.img_sizes=[16,24,32]", "train.img_size_epochs=[3,3,4]", "train.epochs=10"])
+    assert ok.train.img_size_epochs == [3, 3, 4]
+    with pytest.raises(ConfigError, match="a number of epochs .* for each of train.img_sizes"):
+        config_from_dict({}, ["train.img_sizes=[16,32]", "train.img_size_epochs=[3]", "train.epochs=3"])
+    with pytest.raises(ConfigError, match="add up to 5 epochs, but train.epochs is 10"):
+        config_from_dict({}, ["train.img_sizes=[16,32]", "train.img_size_epochs=[2,3]", "train.epochs=10"])
+    with pytest.raises(ConfigError, match="a number of epochs"):
+        config_from_dict({}, ["train.img_sizes=[16,32]", "train.img_size_epochs=[0,10]", "train.epochs=10"])
 
 
 def test_missing_config_file():

@@ -93,6 +93,18 @@ def test_multi_resolution_draws_sizes_per_batch():
     assert sizes == {16, 24, 32}
 
 
+def test_progressive_resizing_trains_each_size_for_its_epochs():
+    data = synthetic_images(64, 32, seed=0)
+    make = lambda: BatchLoader(data, 16, train=True, mean=[0.5] * 3, std=[0.25] * 3,  # noqa: E731
+                               img_sizes=[16, 24, 32], size_epochs=[2, 1, 2])
+    sizes = [{x.shape[-1] for x, _ in make().epoch(e)} for e in range(6)]
+    assert sizes == [{16}, {16}, {24}, {32}, {32}, {32}]  # past the schedule: the last size
+    resumed = list(make().epoch(2, start_step=2))
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(list(make().epoch(2))[2:], resumed))
+    with pytest.raises(ValueError, match="one epoch count per image size"):
+        BatchLoader(data, 16, train=True, mean=[0.5] * 3, std=[0.25] * 3, img_sizes=[16, 32], size_epochs=[1])
+
+
 def test_eval_loader_keeps_every_image():
     data = ImageSet(torch.zeros(10, 3, 8, 8, dtype=torch.uint8), torch.arange(10), [str(i) for i in range(10)])
     loader = BatchLoader(data, 4, train=False, mean=[0.0] * 3, std=[1.0] * 3, img_sizes=[8])

@@ -8,6 +8,7 @@ import pytest
 import eval as eval_cli
 import train
 from vitpe.resolution import parse_resolutions
+from vitpe.engine.checkpoint import model_from_checkpoint
 from vitpe.resolution.sweep import batch_size_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,3 +117,25 @@ def test_resolution_parsing():
     assert parse_resolutions("16, 32x48,64") == [(16, 16), (32, 48), (64, 64)]
     with pytest.raises(ValueError):
         parse_resolutions("")
+
+
+def test_reduced_resolution_runs_train_and_test_below_the_native_size(tmp_path):
+    """Train at half the native size with half the patch (the same grid), then test from the native images
+    resampled to each size: the model's grid follows the patch size, and the native-size record is the training
+    evaluation."""
+    reduced, multi = tmp_path / "reduced", tmp_path / "multi"
+    assert train.main(["--config", SMOKE, f"out_dir={reduced}", "model.pe=rope_axial", "model.patch_size=2",
+                       "train.img_sizes=[8]", "train.epochs=1", "--no-progress"]) == 0
+    assert train.main(["--config", SMOKE, f"out_dir={multi}", "model.pe=sincos", "model.patch_size=2",
+                       "model.img_size=8", "train.img_sizes=[6,8,10]", "train.epochs=1", "--no-progress"]) == 0
+    for run in (reduced, multi):
+        model, _ = model_from_checkpoint(run / "checkpoint.pt")
+        assert model.grid == (4, 4)  # 8 px / patch 2, like 16 px / patch 4
+    assert eval_cli.main([str(reduced), str(multi), "--resolutions", "8,12,16", "--pe-resize", "interpolate",
+                          "--out", str(tmp_path / "sweep")]) == 0
+    records = json.loads((tmp_path / "sweep" / "resolution.json").read_text())
+    assert {(r["run"], r["resolution"]) for r in records} == {(n, s) for n in ("reduced", "multi") for s in (8, 12, 16)}
+    for run in (reduced, multi):
+        trained = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
+        at_8 = next(r for r in records if r["run"] == run.name and r["resolution"] == 8)
+        assert at_8["accuracy"] == trained["test_acc"]

@@ -48,6 +48,16 @@ def test_same_config_and_seed_give_the_same_numbers(tmp_path):
     assert strip(a) == strip(b)
 
 
+def test_progressive_resizing_records_each_epochs_size(tmp_path):
+    out = tmp_path / "progressive"
+    assert run_main("--config", SMOKE, f"out_dir={out}", "train.epochs=3", "train.img_sizes=[8,12,16]",
+                    "train.img_size_epochs=[1,1,1]", "model.pe=rope_mixed") == 0
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["img_size"] for r in records] == [8, 12, 16]
+    model, _ = model_from_checkpoint(out / "checkpoint.pt")
+    assert model.grid == (4, 4)  # built for data.img_size (16 px), where the test split is evaluated
+
+
 @pytest.mark.skipif(not (DATA / "cifar-10-batches-py").is_dir(), reason="CIFAR-10 not in VITPE_DATA")
 def test_short_real_cifar10_run_learns_well_above_chance(tmp_path):
     out = tmp_path / "cifar"

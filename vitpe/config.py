@@ -38,6 +38,8 @@ class ModelConfig:
     heads: int = 3
     mlp_ratio: float = 2.0
     patch_size: int = 4
+    img_size: int = 0  # image size the model is built for (PE reference grid = img_size / patch_size); 0 = the
+    # training size when there is one, else data.img_size (the native size)
     pool: str = "cls"
     drop_path: float = 0.0
     drop_rate: float = 0.0
@@ -79,7 +81,10 @@ class TrainConfig:
     grad_clip: float = 1.0
     ema: float = 0.0  # EMA decay (0 = off)
     seed: int = 0
-    img_sizes: list[int] = field(default_factory=lambda: [32])
+    img_sizes: list[int] = field(default_factory=lambda: [32])  # training sizes: one drawn per batch, or with
+    # img_size_epochs, one after the other
+    img_size_epochs: list[int] = field(default_factory=list)  # epochs at each of img_sizes in turn (progressive
+    # resizing, e.g. img_sizes [16, 24, 32] with [6, 6, 4]); empty = draw one of img_sizes per batch
     eval_batch_size: int = 500
     checkpoint_every: int = 0  # also checkpoint every N steps (0 = once per epoch)
     compile: bool = False
@@ -266,7 +271,16 @@ def validate(config: Config) -> None:
             raise ConfigError(f"{key} must be {what}")
     if config.task == "text":
         return
-    for size in config.train.img_sizes:
-        if size % config.model.patch_size:
-            raise ConfigError(f"train.img_sizes: {size} is not divisible by model.patch_size "
-                              f"{config.model.patch_size}")
+    t, patch = config.train, config.model.patch_size
+    sizes = [("train.img_sizes", s) for s in t.img_sizes] + [("model.img_size", config.model.img_size)] * bool(
+        config.model.img_size)  # model.img_size 0 means "derived"
+    for key, size in sizes:
+        if size < 1 or size % patch:
+            raise ConfigError(f"{key}: {size} is not a positive multiple of model.patch_size {patch}")
+    if t.img_size_epochs:
+        if len(t.img_size_epochs) != len(t.img_sizes) or min(t.img_size_epochs) < 1:
+            raise ConfigError(f"train.img_size_epochs must give a number of epochs (>= 1) for each of train.img_sizes "
+                              f"{t.img_sizes}; got {t.img_size_epochs}")
+        if sum(t.img_size_epochs) != t.epochs:
+            raise ConfigError(f"train.img_size_epochs {t.img_size_epochs} add up to {sum(t.img_size_epochs)} epochs, "
+                              f"but train.epochs is {t.epochs}")

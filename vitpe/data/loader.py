@@ -96,19 +96,24 @@ class ShardedBatches:
 class BatchLoader(ShardedBatches):
     """Iterate over ``data`` in batches of float images (B, 3, S, S), normalised, plus labels (B,).
 
-    Training loaders augment (random crop with padding, horizontal flip, optional RandAugment). ``img_sizes`` holds
-    sizes (an int for a square, or (h, w)); with more than one entry training draws one size per batch
-    (multi-resolution).
+    Training loaders augment (random crop with padding, horizontal flip, optional RandAugment) at the images' native
+    size, then resample the batch (anti-aliased bicubic) to its training size. ``img_sizes`` holds sizes (an int for a
+    square, or (h, w)); with more than one entry training draws one size per batch (multi-resolution), or, with
+    ``size_epochs`` (one count per size), trains ``size_epochs[i]`` epochs at ``img_sizes[i]`` in turn (progressive
+    resizing).
     """
 
     def __init__(self, data: ImageSet, batch_size: int, *, train: bool, mean: list[float], std: list[float],
-                 seed: int = 0, img_sizes: tuple | list = (32,), crop_padding: int = 4,
-                 hflip: bool = True, randaugment: str = "", rank: int = 0, world: int = 1,
+                 seed: int = 0, img_sizes: tuple | list = (32,), size_epochs: tuple | list = (),
+                 crop_padding: int = 4, hflip: bool = True, randaugment: str = "", rank: int = 0, world: int = 1,
                  device: torch.device | str = "cpu") -> None:
         super().__init__(data, batch_size, train=train, seed=seed, rank=rank, world=world, device=device)
         self.mean = torch.tensor(mean, device=self.device).view(1, -1, 1, 1)  # (1, C, 1, 1)
         self.std = torch.tensor(std, device=self.device).view(1, -1, 1, 1)
         self.img_sizes = [(size, size) if isinstance(size, int) else tuple(size) for size in img_sizes]  # (h, w)
+        if size_epochs and len(size_epochs) != len(self.img_sizes):
+            raise ValueError(f"size_epochs {list(size_epochs)} needs one epoch count per image size {self.img_sizes}")
+        self.size_epochs = list(size_epochs)
         self.crop_padding, self.hflip = crop_padding, hflip
         self.randaugment = _build_randaugment(randaugment) if train and randaugment else None
 
@@ -124,9 +129,15 @@ class BatchLoader(ShardedBatches):
                 with torch.random.fork_rng(devices=[]):
                     torch.manual_seed(step_seed(self.seed, epoch, step, salt=10_000 + self.rank))
                     images = torch.stack([self.randaugment(img) for img in images])
-            size = self.img_sizes[int(torch.randint(len(self.img_sizes), (1,), generator=g))]
+            size = self.size_of_epoch(epoch) if self.size_epochs else \
+                self.img_sizes[int(torch.randint(len(self.img_sizes), (1,), generator=g))]
         x = (images.to(self.device, non_blocking=True).float() / 255 - self.mean) / self.std
         return resize_batch(x, size), labels.to(self.device, non_blocking=True)
+
+    def size_of_epoch(self, epoch: int) -> tuple[int, int]:
+        """The training size of ``epoch`` under ``size_epochs`` (the last size after the schedule ends)."""
+        ends = torch.tensor(self.size_epochs).cumsum(0)  # (sizes,) epoch after which each phase ends
+        return self.img_sizes[min(int((ends <= epoch).sum()), len(self.img_sizes) - 1)]
 
 
 def _build_randaugment(spec: str):

@@ -34,9 +34,10 @@ def load_data(config: Config) -> tuple[ImageSet, ImageSet]:
 
 
 def reference_size(config: Config) -> int:
-    """The image size the PE is built for: the training size, or the native size for multi-resolution training."""
+    """The image size the model and its PE are built for: ``model.img_size`` when set, else the training size, or
+    the native size (``data.img_size``) when training uses several sizes."""
     sizes = config.train.img_sizes
-    return sizes[0] if len(sizes) == 1 else config.data.img_size
+    return config.model.img_size or (sizes[0] if len(sizes) == 1 else config.data.img_size)
 
 
 def build_model(config: Config, num_classes: int, vocab: list[str] | None = None) -> ViT | TextClassifier:

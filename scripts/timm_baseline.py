@@ -1,0 +1,108 @@
+"""The anchor vitpe's CIFAR-10 recipe is measured against: a plain training loop around timm's VisionTransformer.
+
+    VITPE_DATA=/path/to/data python scripts/timm_baseline.py --out runs/timm_baseline [--seed 0] [--epochs 10]
+
+ViT dim 128, depth 6, 4 heads, MLP ratio 2, patch 4, global average pooling and no class token; AdamW lr 1e-3, weight
+decay 0.05 (not on norms, biases or the position table: timm's own parameter groups), label smoothing 0.1, gradient
+clipping 1.0, one warm-up epoch then cosine to 1e-5 per step, batch 128, reflect-pad-4 random crop + horizontal flip
+applied to whole batches, the full test split evaluated after every epoch. It reads the same CIFAR-10 files as train.py
+and writes OUT/metrics.jsonl in train.py's format (``test_acc`` a fraction, ``elapsed_s`` training + evaluation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from timm.models.vision_transformer import VisionTransformer
+from timm.optim import create_optimizer_v2
+from timm.scheduler import CosineLRScheduler
+
+from vitpe.data import DataError, load_cifar
+
+
+def augment(images: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """Reflect-pad by 4, crop back to 32 at a random offset per image, flip half; uint8 (B, 3, 32, 32) in and out."""
+    B = images.shape[0]
+    padded = F.pad(images.float(), (4, 4, 4, 4), mode="reflect")  # (B, 3, 40, 40)
+    dy, dx = torch.randint(0, 9, (2, B), generator=g)
+    rows = (dy[:, None] + torch.arange(32))[:, None, :, None]  # (B, 1, 32, 1)
+    cols = (dx[:, None] + torch.arange(32))[:, None, None, :]  # (B, 1, 1, 32)
+    out = padded[torch.arange(B)[:, None, None, None], torch.arange(3)[None, :, None, None], rows, cols]
+    flip = torch.rand(B, generator=g) < 0.5
+    return torch.where(flip[:, None, None, None], out.flip(-1), out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--data-root", default=os.environ.get("VITPE_DATA", "./data"))
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--train-limit", type=int, default=0, help="use the first N training images (0 = all)")
+    parser.add_argument("--test-limit", type=int, default=0)
+    args = parser.parse_args(argv)
+    if (args.out / "metrics.jsonl").exists():
+        print(f"error: {args.out} already holds a baseline run; choose another --out", file=sys.stderr)
+        return 2
+    try:
+        train, test = load_cifar(args.data_root, "cifar10", "train"), load_cifar(args.data_root, "cifar10", "test")
+    except DataError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    train, test = train.limit(args.train_limit), test.limit(args.test_limit)
+    pixels = train.images.float().div(255)
+    mean, std = pixels.mean((0, 2, 3)).view(1, 3, 1, 1), pixels.std((0, 2, 3)).view(1, 3, 1, 1)
+
+    torch.manual_seed(args.seed)
+    model = VisionTransformer(img_size=32, patch_size=4, num_classes=10, embed_dim=128, depth=6, num_heads=4,
+                              mlp_ratio=2.0, class_token=False, global_pool="avg")
+    batch, steps = 128, len(train) // 128
+    optimizer = create_optimizer_v2(model, "adamw", lr=1e-3, weight_decay=0.05)
+    scheduler = CosineLRScheduler(optimizer, t_initial=(args.epochs - 1) * steps, lr_min=1e-5, warmup_t=steps,
+                                  warmup_lr_init=1e-5, warmup_prefix=True, t_in_epochs=False)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "config.json").write_text(json.dumps({**vars(args), "out": str(args.out)}, indent=1) + "\n")
+    g = torch.Generator().manual_seed(args.seed)
+    started, step = time.perf_counter(), 0
+    for epoch in range(args.epochs):
+        model.train()
+        order = torch.randperm(len(train), generator=g)
+        loss_sum = correct = 0.0
+        for i in range(steps):
+            idx = order[i * batch:(i + 1) * batch]
+            x = (augment(train.images[idx], g) / 255 - mean) / std
+            logits = model(x)
+            loss = F.cross_entropy(logits, train.labels[idx], label_smoothing=0.1)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            step += 1
+            scheduler.step_update(step)
+            loss_sum += loss.item() * len(idx)
+            correct += (logits.argmax(-1) == train.labels[idx]).sum().item()
+        model.eval()
+        right = 0
+        with torch.inference_mode():
+            for i in range(0, len(test), 500):
+                x = (test.images[i:i + 500].float() / 255 - mean) / std
+                right += (model(x).argmax(-1) == test.labels[i:i + 500]).sum().item()
+        record = {"epoch": epoch + 1, "step": step, "train_loss": loss_sum / (steps * batch),
+                  "train_acc": correct / (steps * batch), "test_acc": right / len(test),
+                  "elapsed_s": time.perf_counter() - started}
+        with (args.out / "metrics.jsonl").open("a") as f:
+            f.write(json.dumps(record) + "\n")
+        print(f"epoch {epoch + 1}/{args.epochs}  train_loss {record['train_loss']:.4f}  test_acc "
+              f"{record['test_acc']:.4f}  {record['elapsed_s']:.0f}s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
