@@ -8,6 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,3 +85,19 @@ def test_bias_stats_reports_the_trained_bias_and_the_step_bound(tmp_path):
     assert 0 < summed_lr < steps * config["lr"]  # warm-up and decay keep it below lr at every step
     code, _ = script_main("bias_stats", str(runs["learnable"]))
     assert code == 2  # a PE without an attention bias is an error, not an empty row
+
+
+DATA = Path(os.environ.get("VITPE_DATA", ROOT / ".." / "shared" / "data"))
+
+
+@pytest.mark.skipif(not (DATA / "cifar-10-batches-py").is_dir(), reason="CIFAR-10 not in VITPE_DATA")
+def test_timm_baseline_trains_and_records_like_train_py(tmp_path):
+    out = tmp_path / "timm"
+    args = ("--out", str(out), "--data-root", str(DATA), "--epochs", "2", "--train-limit", "1280", "--test-limit", "500")
+    code, printed = script_main("timm_baseline", *args)
+    assert code == 0 and "epoch 2/2" in printed
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records] == [1, 2] and records[1]["step"] == 20
+    assert all(0 <= r["test_acc"] <= 1 and r["elapsed_s"] > 0 for r in records)
+    assert records[1]["train_loss"] < records[0]["train_loss"]
+    assert script_main("timm_baseline", *args)[0] == 2  # never overwrites a finished baseline
