@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The PE comparison of RESULTS.md: train CONFIG for every PE and seed, then one multi-resolution model (24-48 px) for
-# each of the two best PEs, then evaluate every run at 16-64 px in both resize modes. Finished runs are skipped,
+# The PE comparison of RESULTS.md: train CONFIG for every PE and seed, then multi-resolution models (MULTI_SIZES, one
+# size per batch) of the two best PEs for every seed, then evaluate every run at RESOLUTIONS in both resize modes. Finished runs are skipped,
 # interrupted ones resumed, finished evaluations reused: rerun the same command to continue.
 #
 #   VITPE_DATA=/path/to/data [JOBS=2] [SEEDS="0 1"] [PES="..."] [CONFIG=...] [EXTRA="key=value ..."] \
-#     [MULTI_PES="pe pe"] [RESOLUTIONS=16,24,...] [EVAL_LIMIT=N] scripts/compare.sh [RUNS_DIR]
+#     [MULTI_PES="pe pe"] [MULTI_SIZES=24,32,40,48] [RESOLUTIONS=16,24,...] [EVAL_LIMIT=N] \
+#     scripts/compare.sh [RUNS_DIR]
 #
 # JOBS trainings run at once, each with (CPU cores / JOBS) threads unless OMP_NUM_THREADS is set. EXTRA overrides
 # are added to every training (whitespace-separated, so no spaces inside a value). MULTI_PES picks the PEs of the
@@ -18,7 +19,7 @@ pes=(${PES:-none learnable separable sincos rope_axial rope_mixed relbias cpb al
 seeds=(${SEEDS:-0 1})
 jobs=${JOBS:-1}
 extra=${EXTRA:-}
-multi_sizes=24,32,40,48  # the multi-resolution runs' training sizes, one drawn per batch
+multi_sizes=${MULTI_SIZES:-24,32,40,48}  # the multi-resolution runs' training sizes, one drawn per batch
 cores=$(nproc)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( cores / jobs > 0 ? cores / jobs : 1 ))}
 mkdir -p "$runs"
@@ -36,11 +37,14 @@ done | train_all
 python scripts/summarise.py "${single[@]}" > "$runs/accuracy.md"
 
 best=(${MULTI_PES:-$(python scripts/summarise.py "${single[@]}" --best 2)})
-multi=("${best[@]/#/$runs/multires_}")
-for pe in "${best[@]}"; do
-  echo "$runs/multires_$pe $config model.pe=$pe train.seed=${seeds[0]} train.img_sizes=[$multi_sizes] $extra"
+multi=()
+for seed in "${seeds[@]}"; do for pe in "${best[@]}"; do multi+=("$runs/multires_${pe}_s$seed"); done; done
+for seed in "${seeds[@]}"; do
+  for pe in "${best[@]}"; do
+    echo "$runs/multires_${pe}_s$seed $config model.pe=$pe train.seed=$seed train.img_sizes=[$multi_sizes] $extra"
+  done
 done | train_all
-{ printf '\nMulti-resolution training (%s px, one size per batch), tested at data.img_size:\n\n' "$multi_sizes"
+{ printf '\nMulti-resolution training (%s px, one size per batch), tested at the model size:\n\n' "$multi_sizes"
   python scripts/summarise.py "${multi[@]}"; } >> "$runs/accuracy.md"
 
 evaluate=(python eval.py --resolutions "${RESOLUTIONS:-16,24,32,40,48,64}" --pe-resize interpolate,extrapolate

@@ -54,15 +54,16 @@ def test_compare_script_trains_picks_and_evaluates(tmp_path):
     runs = tmp_path / "cmp"
     # no EXTRA: the lines handed to xargs then end in a blank, which once joined two trainings into one
     subprocess.run(["bash", "scripts/compare.sh", str(runs)], cwd=ROOT, env=env, check=True, capture_output=True)
-    for name in ("none_s0", "learnable_s0", "multires_none", "multires_learnable"):
+    names = {"none_s0", "learnable_s0", "multires_none_s0", "multires_learnable_s0"}
+    for name in names:
         assert (runs / name / "checkpoint.pt").is_file(), name
-    multires = yaml.safe_load((runs / "multires_none" / "config.yaml").read_text())
+    multires = yaml.safe_load((runs / "multires_none_s0" / "config.yaml").read_text())
     assert multires["train"]["img_sizes"] == [24, 32, 40, 48] and multires["train"]["seed"] == 0
     records = json.loads((runs / "resolution" / "resolution.json").read_text())
-    assert {r["run"] for r in records} == {"none_s0", "learnable_s0", "multires_none", "multires_learnable"}
+    assert {r["run"] for r in records} == names
     assert {r["resolution"] for r in records} == {12, 16}
     assert {r["n"] for r in records} == {40}  # EVAL_LIMIT reached every evaluation
-    for name in ("none_s0", "multires_learnable"):  # each run was evaluated in its own lane, with a log
+    for name in ("none_s0", "multires_learnable_s0"):  # each run was evaluated in its own lane, with a log
         assert (runs / f"{name}.eval.log").is_file() and (runs / "resolution" / "runs" / f"{name}.json").is_file()
     assert "Multi-resolution" in (runs / "accuracy.md").read_text()
 
@@ -101,3 +102,31 @@ def test_timm_baseline_trains_and_records_like_train_py(tmp_path):
     assert all(0 <= r["test_acc"] <= 1 and r["elapsed_s"] > 0 for r in records)
     assert records[1]["train_loss"] < records[0]["train_loss"]
     assert script_main("timm_baseline", *args)[0] == 2  # never overwrites a finished baseline
+
+
+def _records(runs: dict[str, float], n: int = 100) -> list[dict]:
+    return [{"run": run, "pe": "sincos", "resolution": 32,
+             "pe_resize": "interpolate", "accuracy": acc, "loss": 1.0, "n": n} for run, acc in runs.items()]
+
+
+def test_merge_sweeps_adds_a_later_seed_to_published_records(tmp_path):
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(json.dumps(_records({"sincos_s0": 0.50, "sincos_s1": 0.52, "multires_sincos": 0.40})))
+    new.write_text(json.dumps(_records({"sincos_s2": 0.54, "multires_sincos_s1": 0.44})))
+    code, _ = script_main("merge_sweeps", str(old), str(new), "--out", str(tmp_path / "merged"))
+    assert code == 0
+    table = (tmp_path / "merged" / "resolution.md").read_text()
+    assert "| sincos (sincos_s0) | interpolate | 52.0 ± 2.0 (3) |" in table  # three seeds, one group
+    assert "| sincos (multires_sincos) | interpolate | 42.0 ± 2.8 (2) |" in table  # unsuffixed name = seed 0
+    assert len(json.loads((tmp_path / "merged" / "resolution.json").read_text())) == 5
+
+
+def test_merge_sweeps_refuses_a_seed_twice_or_mixed_sample_sizes(tmp_path, capsys):
+    a, b, c = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    a.write_text(json.dumps(_records({"sincos_s0": 0.5})))
+    b.write_text(json.dumps(_records({"sincos_s0": 0.5})))
+    c.write_text(json.dumps(_records({"sincos_s1": 0.5}, n=200)))
+    assert script_main("merge_sweeps", str(a), str(b), "--out", str(tmp_path / "m"))[0] == 2
+    assert "a seed must be counted once" in capsys.readouterr().err
+    assert script_main("merge_sweeps", str(a), str(c), "--out", str(tmp_path / "m"))[0] == 2
+    assert "same --limit" in capsys.readouterr().err

@@ -1,0 +1,68 @@
+"""Combine the records of resolution sweeps run at different times (e.g. seeds 0-1 published earlier and seed 2 added
+later, whose checkpoints no longer sit side by side) into one report: resolution.json / .csv / .md / .png.
+
+    python scripts/merge_sweeps.py results/compare/resolution.json runs/compare_s2/resolution/resolution.json \\
+        --out results/compare [--title "..."]
+
+Runs are grouped by name with the seed suffix removed (``rope_mixed_s2`` joins ``rope_mixed_s0``; a name without a
+suffix counts as seed 0), so each input must follow compare.sh's ``<name>_s<seed>`` naming and hold one config per
+name. The same run name in two inputs is an error (it would count one seed twice); so are differing sample sizes
+(``n``) in one cell, which would average evaluations on different test images.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from vitpe.resolution import write_reports
+
+SEED_SUFFIX = re.compile(r"_s\d+$")
+
+
+def merge(paths: list[Path]) -> list[dict]:
+    """The records of every file, each with a ``group``: its run name without the seed suffix."""
+    records, owner = [], {}
+    for path in paths:
+        try:
+            loaded = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            raise ValueError(f"{path}: not a readable resolution.json ({err})") from None
+        for record in loaded:
+            if owner.setdefault(record["run"], path) != path:
+                raise ValueError(f"run {record['run']!r} is in both {owner[record['run']]} and {path}; "
+                                 f"a seed must be counted once")
+            records.append({**record, "group": SEED_SUFFIX.sub("", record["run"])})
+    sizes = defaultdict(set)
+    for r in records:
+        if r["accuracy"] is not None:
+            sizes[(r["group"], r["pe_resize"], str(r["resolution"]))].add(r["n"])
+    mixed = [key for key, ns in sizes.items() if len(ns) > 1]
+    if mixed:
+        raise ValueError(f"cell {mixed[0]} averages evaluations of different sizes {sorted(sizes[mixed[0]])}; "
+                         f"evaluate every run with the same --limit")
+    return records
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("records", nargs="+", type=Path, help="resolution.json files")
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--title", default="Accuracy against test resolution")
+    args = parser.parse_args(argv)
+    try:
+        records = merge(args.records)
+    except (ValueError, KeyError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for path in write_reports(records, args.out, "resolution", args.title):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
