@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from timm.layers import DropPath, Mlp
+from timm.layers import DropPath, LayerScale, Mlp
 from torch import nn
 
 from vitpe.pe.base import PositionEncoding
@@ -53,19 +53,24 @@ class Attention(nn.Module):
 
 
 class Block(nn.Module):
-    """Pre-norm Transformer block: ``x + attn(norm1(x))``, then ``x + mlp(norm2(x))``, with stochastic depth."""
+    """Pre-norm Transformer block: ``x + ls1(attn(norm1(x)))``, then ``x + ls2(mlp(norm2(x)))``, with stochastic
+    depth. ``layer_scale_init`` adds LayerScale (a learned per-channel gain on each branch, Touvron et al. 2021,
+    "Going deeper with Image Transformers"; timm's ``init_values``) starting at that value; None leaves it out."""
 
     def __init__(self, dim: int, heads: int, mlp_ratio: float = 4.0, qkv_bias: bool = True, drop: float = 0.0,
-                 attn_drop: float = 0.0, drop_path: float = 0.0):
+                 attn_drop: float = 0.0, drop_path: float = 0.0, layer_scale_init: float | None = None,
+                 norm_eps: float = 1e-5):
         super().__init__()
-        self.norm1 = nn.LayerNorm(dim)
+        self.norm1 = nn.LayerNorm(dim, eps=norm_eps)
         self.attn = Attention(dim, heads, qkv_bias=qkv_bias, attn_drop=attn_drop, proj_drop=drop)
+        self.ls1 = LayerScale(dim, layer_scale_init) if layer_scale_init is not None else nn.Identity()
         self.drop_path1 = DropPath(drop_path) if drop_path > 0 else nn.Identity()
-        self.norm2 = nn.LayerNorm(dim)
+        self.norm2 = nn.LayerNorm(dim, eps=norm_eps)
         self.mlp = Mlp(dim, hidden_features=int(dim * mlp_ratio), act_layer=nn.GELU, drop=drop)
+        self.ls2 = LayerScale(dim, layer_scale_init) if layer_scale_init is not None else nn.Identity()
         self.drop_path2 = DropPath(drop_path) if drop_path > 0 else nn.Identity()
 
     def forward(self, x: torch.Tensor, pe: PositionEncoding, state: Any, layer: int,
                 key_mask: torch.Tensor | None = None) -> torch.Tensor:
-        x = x + self.drop_path1(self.attn(self.norm1(x), pe, state, layer, key_mask))
-        return x + self.drop_path2(self.mlp(self.norm2(x)))
+        x = x + self.drop_path1(self.ls1(self.attn(self.norm1(x), pe, state, layer, key_mask)))
+        return x + self.drop_path2(self.ls2(self.mlp(self.norm2(x))))

@@ -40,18 +40,26 @@ class PETrunk(nn.Module):
     def build_trunk(self, *, grid: tuple[int, ...], num_classes: int, dim: int, depth: int, heads: int,
                     mlp_ratio: float, pe: str, pe_options: dict[str, Any] | None, pe_resize: str, pool: str,
                     num_prefix_tokens: int, drop_rate: float, attn_drop_rate: float, drop_path: float,
-                    qkv_bias: bool) -> None:
+                    qkv_bias: bool, layer_scale_init: float | None = None, norm_eps: float = 1e-5,
+                    fc_norm: bool = False) -> None:
         self.pool, self.num_prefix_tokens = pool, num_prefix_tokens
         self.num_classes = num_classes
         self.num_features = self.embed_dim = dim
         self.pe = vitpe.pe.build(pe, dim=dim, heads=heads, depth=depth, grid=grid, num_prefix_tokens=num_prefix_tokens,
                                  resize=check_resize_mode(pe_resize), **(pe_options or {}))
         rates = torch.linspace(0, drop_path, depth).tolist()
+        if layer_scale_init is not None and not layer_scale_init > 0:
+            raise ValueError(f"layer_scale_init must be positive (or None for no LayerScale), got {layer_scale_init}")
+        if fc_norm and pool != "mean":
+            raise ValueError("fc_norm (normalise after pooling) needs pool='mean'")
         self.blocks = nn.ModuleList(
-            Block(dim, heads, mlp_ratio, qkv_bias=qkv_bias, drop=drop_rate, attn_drop=attn_drop_rate, drop_path=r)
+            Block(dim, heads, mlp_ratio, qkv_bias=qkv_bias, drop=drop_rate, attn_drop=attn_drop_rate, drop_path=r,
+                  layer_scale_init=layer_scale_init, norm_eps=norm_eps)
             for r in rates
         )
-        self.norm = nn.LayerNorm(dim)
+        # the final LayerNorm acts on every token, or with fc_norm on the pooled features (timm's global-pool layout)
+        self.norm = nn.Identity() if fc_norm else nn.LayerNorm(dim, eps=norm_eps)
+        self.fc_norm = nn.LayerNorm(dim, eps=norm_eps) if fc_norm else nn.Identity()
         self.head_drop = nn.Dropout(drop_rate)
         self.head = nn.Linear(dim, num_classes) if num_classes > 0 else nn.Identity()
 
@@ -76,11 +84,11 @@ class PETrunk(nn.Module):
     def no_weight_decay(self) -> set[str]:
         """Parameter names excluded from weight decay (timm convention): PE tables/frequencies and any class token."""
         names = {f"pe.{n}" for n in self.pe.no_weight_decay()}
-        return names | ({"cls_token"} if getattr(self, "cls_token", None) is not None else set())
+        return names | {name for name in ("cls_token", "reg_token") if getattr(self, name, None) is not None}
 
     def encode(self, x: torch.Tensor, grid: tuple[int, ...], key_mask: torch.Tensor | None = None,
                token_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Tokens (B, T, D) on ``grid`` -> normalised tokens (B, T, D).
+        """Tokens (B, T, D) on ``grid`` -> tokens (B, T, D), normalised unless the model normalises after pooling.
 
         ``key_mask``: additive float (B, 1, 1, T), -inf on padding keys. ``token_mask``: float (B, T, 1), 0 on padding;
         padding tokens are zeroed before every token-site PE hook so that a PE mixing neighbours (PEG's convolution)
@@ -106,5 +114,5 @@ class PETrunk(nn.Module):
         else:
             keep = token_mask[:, self.num_prefix_tokens:]  # (B, N, 1)
             x = (x[:, self.num_prefix_tokens:] * keep).sum(dim=1) / keep.sum(dim=1)  # (B, D)
-        x = self.head_drop(x)
+        x = self.head_drop(self.fc_norm(x))
         return x if pre_logits else self.head(x)

@@ -38,6 +38,12 @@ class ViT(PETrunk):
         pe_resize: ``"interpolate"`` or ``"extrapolate"``, how the PE acts at a grid other than the reference.
         pool: ``"cls"`` (class token) or ``"mean"`` (average of patch tokens).
         class_token: add a class token; defaults to ``pool == "cls"``.
+        reg_tokens: R register tokens (Darcet et al. 2024, "Vision Transformers Need Registers"), learned prefix tokens
+            after the class token; like the class token they get no position and are not pooled.
+        layer_scale_init: LayerScale on every residual branch, starting at this gain (DeiT-III, DINOv2); None = off.
+        fc_norm: with ``pool="mean"``, apply the final LayerNorm to the pooled features instead of to every token
+            (timm's layout for global average pooling).
+        norm_eps: epsilon of every LayerNorm (timm's ViTs use 1e-6).
         drop_rate, attn_drop_rate, drop_path: dropout after MLP/projections and before the head, attention dropout,
             stochastic depth (linearly increasing over depth up to this value).
         qkv_bias: bias on the qkv projection.
@@ -62,9 +68,15 @@ class ViT(PETrunk):
         attn_drop_rate: float = 0.0,
         drop_path: float = 0.0,
         qkv_bias: bool = True,
+        reg_tokens: int = 0,
+        layer_scale_init: float | None = None,
+        fc_norm: bool = False,
+        norm_eps: float = 1e-5,
     ) -> None:
         super().__init__()
         class_token = check_pool(pool, class_token)
+        if reg_tokens < 0:
+            raise ValueError(f"reg_tokens must be >= 0, got {reg_tokens}")
         self.img_size = _pair(img_size)
         if patch_size < 1:
             raise ValueError(f"patch_size must be positive, got {patch_size}")
@@ -76,11 +88,14 @@ class ViT(PETrunk):
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if class_token else None
         self.build_trunk(grid=self.grid, num_classes=num_classes, dim=dim, depth=depth, heads=heads,
                          mlp_ratio=mlp_ratio, pe=pe, pe_options=pe_options, pe_resize=pe_resize, pool=pool,
-                         num_prefix_tokens=int(class_token), drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,
-                         drop_path=drop_path, qkv_bias=qkv_bias)
+                         num_prefix_tokens=int(class_token) + reg_tokens, drop_rate=drop_rate,
+                         attn_drop_rate=attn_drop_rate, drop_path=drop_path, qkv_bias=qkv_bias,
+                         layer_scale_init=layer_scale_init, norm_eps=norm_eps, fc_norm=fc_norm)
+        self.reg_token = nn.Parameter(torch.zeros(1, reg_tokens, dim)) if reg_tokens else None
         self.init_weights()
-        if self.cls_token is not None:
-            nn.init.normal_(self.cls_token, std=1e-6)
+        for token in (self.cls_token, self.reg_token):
+            if token is not None:
+                nn.init.normal_(token, std=1e-6)
 
     # ------------------------------------------------------------------------------------------------- resolution
     def patch_grid(self, img_size: tuple[int, int]) -> tuple[int, int]:
@@ -103,8 +118,9 @@ class ViT(PETrunk):
             raise ValueError(f"expected {self.in_chans} input channels, got images of shape {tuple(x.shape)}")
         grid = self.patch_grid((x.shape[-2], x.shape[-1]))
         x = self.patch_embed(x).flatten(1, 2)  # (B, gh, gw, D) -> (B, N, D)
-        if self.cls_token is not None:
-            x = torch.cat((self.cls_token.expand(x.shape[0], -1, -1), x), dim=1)  # (B, T, D)
+        prefix = [t.expand(x.shape[0], -1, -1) for t in (self.cls_token, self.reg_token) if t is not None]
+        if prefix:
+            x = torch.cat((*prefix, x), dim=1)  # (B, T, D): class token, registers, patches
         return self.encode(x, grid)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
