@@ -95,7 +95,7 @@ class PETrunk(nn.Module):
         sees the same zeros past the end of a sequence as it would without padding.
         """
         state = self.pe.prepare(grid)
-        zero_padding = token_mask is not None and self.pe.site == "tokens"
+        zero_padding = token_mask is not None and "tokens" in self.pe.sites
         for layer, block in enumerate(self.blocks):
             if zero_padding:
                 x = x * token_mask

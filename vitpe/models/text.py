@@ -22,6 +22,19 @@ from vitpe.data.text import CLS_ID, PAD_ID
 from vitpe.models.encoder import PETrunk, check_pool
 
 
+def unit_scale_tables(pe: str, pe_options: dict[str, Any]) -> dict[str, Any]:
+    """``pe_options`` with ``init_std`` defaulting to 1.0 for every learned table (of each member of a composed PE):
+    learned tables start at the tokens' unit scale (see ``embed_scale``)."""
+    known = vitpe.pe.options(pe)
+    if "+" in pe:
+        return {m: unit_scale_tables(m, dict(pe_options.get(m, {}))) for m in known} | \
+            {k: v for k, v in pe_options.items() if k not in known}  # stray keys reach build(), which names them
+    out = dict(pe_options)
+    if "init_std" in known:
+        out.setdefault("init_std", 1.0)
+    return out
+
+
 class TextClassifier(PETrunk):
     """Sequence classifier: token embedding, optional ``<cls>`` prefix, PE-agnostic Transformer blocks, pooling, head.
 
@@ -64,9 +77,7 @@ class TextClassifier(PETrunk):
             raise ValueError(f"max_len must be positive, got {max_len}")
         self.max_len, self.vocab_size = max_len, vocab_size
         self.embed = nn.Embedding(vocab_size, dim, padding_idx=PAD_ID)
-        pe_options = dict(pe_options or {})
-        if "init_std" in vitpe.pe.options(pe):  # learned tables start at the tokens' unit scale (see embed_scale)
-            pe_options.setdefault("init_std", 1.0)
+        pe_options = unit_scale_tables(pe, pe_options or {})
         self.build_trunk(grid=(max_len,), num_classes=num_classes, dim=dim, depth=depth, heads=heads,
                          mlp_ratio=mlp_ratio, pe=pe, pe_options=pe_options, pe_resize=pe_resize, pool=pool,
                          num_prefix_tokens=int(class_token), drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,

@@ -90,11 +90,16 @@ class PositionEncoding(nn.Module):
     @contextlib.contextmanager
     def resize_mode(self, mode: str) -> Iterator["PositionEncoding"]:
         """Act in ``mode`` inside the ``with`` block, then return to the previous mode."""
-        previous, self.resize = self._resize, mode
+        previous, self.resize = self.resize, mode
         try:
             yield self
         finally:
-            self._resize = previous
+            self.resize = previous
+
+    @property
+    def sites(self) -> frozenset[str]:
+        """The sites this PE acts at: one, none for ``none``, several for a composed PE."""
+        return frozenset({self.site}) - {"none"}
 
     @property
     def device(self) -> torch.device:

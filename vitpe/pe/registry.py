@@ -7,6 +7,7 @@ import inspect
 from typing import Any, Callable, TypeVar
 
 from vitpe.pe.base import PositionEncoding
+from vitpe.pe.composed import SEPARATOR, ComposedEncoding, member_names
 
 _REGISTRY: dict[str, type[PositionEncoding]] = {}
 P = TypeVar("P", bound=type[PositionEncoding])
@@ -44,7 +45,10 @@ def get(name: str) -> type[PositionEncoding]:
 
 
 def options(name: str) -> dict[str, Any]:
-    """The PE-specific options of ``name`` and their defaults (the common model arguments excluded)."""
+    """The PE-specific options of ``name`` and their defaults (the common model arguments excluded); for a composed
+    name (``"learnable+rope_mixed"``), one such mapping per member."""
+    if SEPARATOR in name:
+        return {member: options(member) for member in member_names(name)}
     params = inspect.signature(get(name).__init__).parameters
     return {
         p.name: p.default
@@ -55,7 +59,12 @@ def options(name: str) -> dict[str, Any]:
 
 def build(name: str, **kwargs: Any) -> PositionEncoding:
     """Build the PE ``name``. ``kwargs`` are the common arguments (``dim``, ``heads``, ``depth``, ``grid``,
-    ``num_prefix_tokens``, ``resize``) plus the PE's own options; anything else raises ``ValueError`` naming it."""
+    ``num_prefix_tokens``, ``resize``) plus the PE's own options; anything else raises ``ValueError`` naming it.
+
+    ``name`` may join several PEs with ``+`` (:mod:`vitpe.pe.composed`); the options are then keyed by member, each a
+    mapping of that member's options (plus ``resize`` to pin its resize mode)."""
+    if SEPARATOR in name:
+        return _build_composed(name, kwargs)
     own = options(name)
     unknown = sorted(set(kwargs) - set(own) - set(COMMON_ARGS))
     if unknown:
@@ -65,3 +74,20 @@ def build(name: str, **kwargs: Any) -> PositionEncoding:
     if missing:
         raise ValueError(f"building position encoding {name!r} needs {missing}")
     return get(name)(**kwargs)
+
+
+def _build_composed(name: str, kwargs: dict[str, Any]) -> PositionEncoding:
+    members = member_names(name)
+    for member in members:
+        get(member)  # unknown names first, with suggestions
+    common = {k: v for k, v in kwargs.items() if k in COMMON_ARGS}
+    per_member = {k: v for k, v in kwargs.items() if k not in COMMON_ARGS}
+    stray = sorted(set(per_member) - set(members))
+    if stray:
+        raise ValueError(f"composed position encoding {name!r}: options are keyed by member ({', '.join(members)}), "
+                         f"e.g. {{{members[-1]!r}: {{...}}}}; got {stray}")
+    for member, opts in per_member.items():
+        if not isinstance(opts, dict):
+            raise ValueError(f"composed position encoding {name!r}: the options of {member!r} must be a mapping, "
+                             f"got {opts!r}")
+    return ComposedEncoding(name, build, per_member, **common)

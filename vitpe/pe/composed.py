@@ -1,0 +1,97 @@
+"""Composed position encodings: several registered PEs acting together, e.g. ``"learnable+rope_mixed"``.
+
+Used by rope-vit's ``*_ape`` models (a learned absolute table added to the tokens *and* a rotation of q and k) and by
+any experiment that stacks encodings. Built by :func:`vitpe.pe.build` from a name with ``+`` between members; the
+options are keyed by member, ``{"rope_mixed": {"theta": 10}, "learnable": {"init_std": 0.02}}``.
+
+Every hook runs each member's hook in the order of the name: token additions in turn, rotations in turn (two
+rotations of q and k compose), attention biases summed. A member's options may include ``resize`` to pin its resize
+mode (rope-vit's ``*_ape`` models resample the table and continue the rotation: ``{"rope_axial": {"resize":
+"extrapolate"}}``); the others follow the model's mode, and :attr:`resize` changes only them. Parameters live under
+``members.<name>.``; each member resamples its own tables when a state dict from another grid is loaded.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from vitpe.pe.base import PositionEncoding
+from vitpe.pe.grid import Grid, check_resize_mode
+
+SEPARATOR = "+"
+
+
+def member_names(name: str) -> list[str]:
+    """``"learnable+rope_mixed"`` -> ``["learnable", "rope_mixed"]``; a member named twice is a ``ValueError``."""
+    names = [part.strip() for part in name.split(SEPARATOR)]
+    if any(not n for n in names) or len(set(names)) != len(names):
+        raise ValueError(f"composed position encoding {name!r}: give distinct names joined by '+', e.g. "
+                         f"'learnable+rope_mixed'")
+    return names
+
+
+class ComposedEncoding(PositionEncoding):
+    """Several PEs behind the one interface. Built by :func:`vitpe.pe.build`; ``members`` is built by it too."""
+
+    def __init__(self, name: str, build_member: Callable[..., PositionEncoding], member_options: dict[str, dict],
+                 **common: Any) -> None:
+        super().__init__(**common)
+        self.name = name
+        self.members = nn.ModuleDict()
+        self.pinned: set[str] = set()
+        for member in member_names(name):
+            options = dict(member_options.get(member, {}))
+            if "resize" in options:
+                options["resize"] = check_resize_mode(options["resize"])
+                self.pinned.add(member)
+            self.members[member] = build_member(member, **{**common, **options})
+        self.site = SEPARATOR.join(dict.fromkeys(m.site for m in self.members.values()))
+
+    @property
+    def sites(self) -> frozenset[str]:
+        return frozenset().union(*(m.sites for m in self.members.values()))
+
+    # ------------------------------------------------------------------------------------------ resize modes
+    @property
+    def resize(self) -> str:
+        return self._resize
+
+    @resize.setter
+    def resize(self, mode: str) -> None:
+        self._resize = check_resize_mode(mode)
+        for name, member in self.members.items():
+            if name not in self.pinned:
+                member.resize = mode
+
+    # ------------------------------------------------------------------------------------------------- hooks
+    def prepare(self, grid: int | tuple[int, ...]) -> tuple:
+        grid = self.check_grid(grid)
+        return tuple(member.prepare(grid) for member in self.members.values())
+
+    def add_to_tokens(self, x: torch.Tensor, state: tuple, layer: int) -> torch.Tensor:
+        for member, s in zip(self.members.values(), state):
+            x = member.add_to_tokens(x, s, layer)
+        return x
+
+    def rotate(self, x: torch.Tensor, state: tuple, layer: int) -> torch.Tensor:
+        for member, s in zip(self.members.values(), state):
+            x = member.rotate(x, s, layer)
+        return x
+
+    def attention_bias(self, state: tuple, layer: int) -> torch.Tensor | None:
+        biases = [b for member, s in zip(self.members.values(), state)
+                  if (b := member.attention_bias(s, layer)) is not None]
+        return sum(biases[1:], biases[0]) if biases else None  # (nH, T, T)
+
+    def no_weight_decay(self) -> set[str]:
+        return {f"members.{name}.{p}" for name, member in self.members.items() for p in member.no_weight_decay()}
+
+    def _prepare(self, grid: Grid) -> Any:  # pragma: no cover - prepare() is overridden
+        raise NotImplementedError
+
+    def extra_repr(self) -> str:
+        pinned = f", pinned={sorted(self.pinned)}" if self.pinned else ""
+        return super().extra_repr() + pinned
