@@ -84,3 +84,42 @@ def test_unsupported_models_and_options_are_named(name, extra, message):
     with pytest.raises(UnsupportedModelError, match=message) as err:
         vitpe.from_timm(model)
     assert "supported" in str(err.value)
+
+
+ROPE_CASES = {
+    "axial, theta 100": "vit_small_patch16_rope_224",
+    "mixed, theta 10": "vit_small_patch16_rope_mixed_224",
+    "axial + learned table": "vit_small_patch16_rope_ape_224",
+    "mixed + learned table": "vit_small_patch16_rope_mixed_ape_224",
+}
+
+
+@pytest.mark.parametrize("case", ROPE_CASES, ids=list(ROPE_CASES))
+def test_rope_vit_logits_match_at_every_size(case):
+    model = perturbed(ROPE_CASES[case], **SMALL, img_size=64)
+    vit = vitpe.from_timm(model)
+    rope = "rope_mixed" if "mixed" in case else "rope_axial"
+    assert rope in vit.pe.name and ("learnable" in vit.pe.name) == ("table" in case)
+    for size in ((64, 64), (48, 80), (96, 96), (32, 32)):  # positions continue beyond 4 x 4 (rope-vit's protocol)
+        assert relative_error(model, vit, size) < TOLERANCE, size
+
+
+def test_rope_vit_rotation_layout_matters():
+    """Without reordering the qkv rows to vitpe's layout the logits differ: the test sees the rotation."""
+    from vitpe.convert import convert
+    model = perturbed("vit_small_patch16_rope_224", **SMALL, img_size=64)
+    converted = convert(model)
+    converted.state_dict["blocks.0.attn.qkv.weight"] = model.state_dict()["blocks.0.attn.qkv.weight"].clone()
+    vit = vitpe.ViT(**converted.vit_kwargs)
+    vit.load_state_dict(converted.state_dict)
+    assert relative_error(model, vit.eval(), (64, 64)) > 10 * TOLERANCE
+
+
+@pytest.mark.parametrize("name, extra", [
+    ("eva02_tiny_patch14_224", dict(img_size=28)),  # SwiGLU, separate q/k/v, pixel-frequency RoPE
+    ("vit_small_patch16_rope_224", dict(img_size=64, rope_grid_indexing="ij")),  # x and y swapped
+])
+def test_other_rotations_are_refused_by_name(name, extra):
+    model = timm.create_model(name, pretrained=False, depth=1, embed_dim=64, num_heads=2, **extra)
+    with pytest.raises(UnsupportedModelError, match="SwiGLU|separate q/k/v|other angles"):
+        vitpe.from_timm(model)

@@ -21,14 +21,18 @@ from vitpe.models.vit import ViT
 
 def convert(model: nn.Module) -> Converted:
     """The :class:`Converted` (ViT arguments and state dict) of a built timm model."""
+    from timm.models.eva import Eva
     from timm.models.vision_transformer import VisionTransformer
 
+    from vitpe.convert.eva_rope import convert_eva_rope
     from vitpe.convert.timm_vit import convert_vision_transformer
 
     name = getattr(model, "pretrained_cfg", {}).get("architecture") or ""
     source = f"{type(model).__name__}{f' {name!r}' if name else ''}"
     if type(model) is VisionTransformer:
         return convert_vision_transformer(model, source)
+    if type(model) is Eva:
+        return convert_eva_rope(model, source)
     raise UnsupportedModelError(f"{source} is not a family vitpe converts; supported: " + "; ".join(SUPPORTED))
 
 

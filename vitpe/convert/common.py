@@ -52,3 +52,63 @@ def layer_norm_eps(module: nn.Module, source: str) -> float:
 
 def detach_all(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone().float() for k, v in state.items()}
+
+
+def check_trunk(model: nn.Module, source: str) -> dict[str, Any]:
+    """Checks shared by timm's ViT-like models (a conv patch embedding, plain pooling, Linear-GELU-Linear MLPs);
+    returns the ViT arguments they determine."""
+    from timm.layers import Mlp, PatchEmbed
+
+    embed = model.patch_embed
+    require(type(embed) is PatchEmbed and is_identity(embed.norm), source, "has a patch embedding other than one "
+            "convolution")
+    require(not getattr(embed, "dynamic_img_pad", False), source, "pads images to the patch size (dynamic_img_pad)")
+    require(embed.patch_size[0] == embed.patch_size[1], source, f"has non-square patches {embed.patch_size}")
+    require(is_identity(getattr(model, "norm_pre", None)), source, "normalises the tokens before block 0 "
+            "(pre_norm, as CLIP)")
+    require(getattr(model, "attn_pool", None) is None and model.global_pool in ("token", "avg"), source,
+            f"pools with {model.global_pool!r} (vitpe pools the class token or the mean of the patch tokens)")
+    fc_norm = not is_identity(model.fc_norm)
+    require(not fc_norm or model.global_pool == "avg", source, "normalises a pooled class token (fc_norm)")
+    for i, block in enumerate(model.blocks):
+        mlp = block.mlp
+        require(type(mlp) is Mlp and type(mlp.act) is nn.GELU and mlp.act.approximate == "none", source,
+                f"block {i} has a {type(mlp).__name__} MLP other than Linear-GELU-Linear (e.g. SwiGLU)")
+        require(is_identity(mlp.norm), source, "normalises inside the MLP")
+        require(is_identity(getattr(block.attn, "q_norm", None)) and is_identity(getattr(block.attn, "k_norm", None)),
+                source, "normalises q and k (qk_norm)")
+        require(is_identity(getattr(block.attn, "norm", None)) and getattr(block.attn, "gate", None) is None, source,
+                "normalises or gates the attention output")
+    reg = getattr(model, "reg_token", None)
+    dim = model.embed_dim
+    return dict(img_size=tuple(embed.img_size), patch_size=embed.patch_size[0], in_chans=embed.proj.in_channels,
+                num_classes=model.num_classes, dim=dim, depth=len(model.blocks), heads=model.blocks[0].attn.num_heads,
+                mlp_ratio=model.blocks[0].mlp.fc1.out_features / dim,
+                pool="cls" if model.global_pool == "token" else "mean", class_token=model.cls_token is not None,
+                reg_tokens=0 if reg is None else reg.shape[1], fc_norm=fc_norm,
+                norm_eps=layer_norm_eps(model.blocks[0].norm1, source), qkv_bias=model.blocks[0].attn.qkv.bias is not None)
+
+
+def split_position_table(state: dict[str, torch.Tensor], grid: tuple[int, int], source: str) -> torch.Tensor:
+    """Pop ``pos_embed`` (1, P' + N, D) from a timm state dict and return its grid rows (N, D); the P' rows of the
+    prefix tokens (absent with ``no_embed_class``) are constants added to those tokens, so they are folded into
+    ``cls_token`` / ``reg_token`` in ``state``."""
+    table = state.pop("pos_embed")[0]  # (P' + N, D)
+    n_prefix = table.shape[0] - grid[0] * grid[1]
+    prefix = [name for name in ("cls_token", "reg_token") if name in state]
+    require(n_prefix in (0, sum(state[name].shape[1] for name in prefix)), source, f"has {n_prefix} prefix positions")
+    start = 0
+    for name in prefix if n_prefix else ():
+        count = state[name].shape[1]
+        state[name] = state[name] + table[start:start + count]  # (1, count, D)
+        start += count
+    return table[n_prefix:]  # (N, D)
+
+
+def interleaved_to_half(rows: torch.Tensor, heads: int) -> torch.Tensor:
+    """Reorder the q (or k) output rows of a qkv projection, (nH * Dh, ...), from the interleaved rotary layout (pair j
+    = channels 2j, 2j + 1) to vitpe's rotate-half layout (pair j = channels j, j + Dh/2), head by head. Applied to q and
+    k alike it leaves every score q . k unchanged while each pair meets the same angle."""
+    head_dim = rows.shape[0] // heads
+    order = torch.cat((torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)))  # (Dh,)
+    return rows.reshape(heads, head_dim, *rows.shape[1:])[:, order].reshape(rows.shape)
