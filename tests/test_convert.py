@@ -123,3 +123,32 @@ def test_other_rotations_are_refused_by_name(name, extra):
     model = timm.create_model(name, pretrained=False, depth=1, embed_dim=64, num_heads=2, **extra)
     with pytest.raises(UnsupportedModelError, match="SwiGLU|separate q/k/v|other angles"):
         vitpe.from_timm(model)
+
+
+@pytest.mark.parametrize("extra", [dict(), dict(use_abs_pos_emb=True), dict(init_values=None, global_pool="token")],
+                         ids=["beit", "beit + learned table", "no LayerScale, class token"])
+def test_beit_logits_match(extra):
+    kwargs = {**SMALL, "img_size": 64, **extra}
+    kwargs.pop("dynamic_img_size")  # timm's BEiT runs at its own size only
+    model = perturbed("beit_base_patch16_224", **kwargs)
+    vit = vitpe.from_timm(model)
+    relbias = vit.pe.members["relbias"] if "+" in vit.pe.name else vit.pe
+    assert relbias.class_bias_table.shape == (2, 3, 2)
+    assert relative_error(model, vit, (64, 64)) < TOLERANCE
+    x = torch.randn(1, 3, 48, 80)
+    for mode in ("interpolate", "extrapolate"):  # beyond timm: any size, in either mode (a learned absolute table
+        vit.set_pe_resize(mode)                  # cannot extrapolate: that is its one clear error)
+        if mode == "extrapolate" and "learnable" in vit.pe.name:
+            with pytest.raises(vitpe.pe.ResizeError):
+                vit(x)
+        else:
+            assert torch.isfinite(vit(x)).all()
+
+
+def test_beit_class_entries_matter():
+    model = perturbed("beit_base_patch16_224", **{k: v for k, v in SMALL.items() if k != "dynamic_img_size"},
+                      img_size=64)
+    vit = vitpe.from_timm(model)
+    with torch.no_grad():
+        vit.pe.class_bias_table[:, 1] += torch.randn(2, 2)  # patch -> class entries
+    assert relative_error(model, vit, (64, 64)) > 10 * TOLERANCE

@@ -21,9 +21,11 @@ from vitpe.models.vit import ViT
 
 def convert(model: nn.Module) -> Converted:
     """The :class:`Converted` (ViT arguments and state dict) of a built timm model."""
+    from timm.models.beit import Beit
     from timm.models.eva import Eva
     from timm.models.vision_transformer import VisionTransformer
 
+    from vitpe.convert.beit import convert_beit
     from vitpe.convert.eva_rope import convert_eva_rope
     from vitpe.convert.timm_vit import convert_vision_transformer
 
@@ -33,6 +35,8 @@ def convert(model: nn.Module) -> Converted:
         return convert_vision_transformer(model, source)
     if type(model) is Eva:
         return convert_eva_rope(model, source)
+    if type(model) is Beit:
+        return convert_beit(model, source)
     raise UnsupportedModelError(f"{source} is not a family vitpe converts; supported: " + "; ".join(SUPPORTED))
 
 

@@ -5,6 +5,11 @@ Parameter ``relative_bias_table`` of shape (depth, T, nH) with T = prod(2 g - 1)
 init std 0.02. The bias of query i and key j in 2D is ``table[(dy + gh - 1) * (2 gw - 1) + (dx + gw - 1)]`` with
 (dy, dx) the row/column offset of i minus j (see :func:`vitpe.pe.grid.relative_index`); output (depth, nH, N, N).
 
+With ``class_bias=True`` (BEiT, Bao et al. 2022, "BEiT: BERT Pre-Training of Image Transformers") the class token
+gets learned biases too instead of none: parameter ``class_bias_table`` (depth, 3, nH) holds, per layer and head, the
+bias of the class query to every patch key, of every patch query to the class key, and of the class token to itself
+(BEiT's three extra table rows, in that order). They do not depend on the grid.
+
 Resize: ``interpolate`` resamples the (2 gh - 1, 2 gw - 1) table to the new grid's offset range with the shared
 :func:`~vitpe.pe.resample.resample_table` (as Swin / timm do when fine-tuning at a new window size);
 ``extrapolate`` clamps offsets beyond the learned range to the table's edge. A state dict saved at another grid is
@@ -42,19 +47,36 @@ class RelativePositionBias(BiasEncoding):
     gradient's size, then moves the bias ``scale`` times faster. With scale 1 a table can move by at most the sum of
     the learning rates over training (about 1.2 for 3 epochs of configs/cifar10_compare.yaml); RESULTS.md shows that
     bound binding in short budgets. (Not
-    cpb's ``scale``, which is the range of its log-spaced coordinates.)"""
+    cpb's ``scale``, which is the range of its log-spaced coordinates.) ``class_bias``: BEiT's learned class-token
+    entries (needs exactly one prefix token)."""
 
     per_layer = True
 
-    def __init__(self, init_std: float = 0.02, scale: float = 1.0, **common: Any) -> None:
+    def __init__(self, init_std: float = 0.02, scale: float = 1.0, class_bias: bool = False, **common: Any) -> None:
         super().__init__(**common)
         if not scale > 0:
             raise ValueError(f"relbias: scale must be positive, got {scale}")
+        if class_bias and self.num_prefix_tokens != 1:
+            raise ValueError(f"relbias: class_bias needs exactly one prefix token (the class token), the model has "
+                             f"{self.num_prefix_tokens}")
         self.scale = float(scale)
         size = math.prod(relative_extent(self.grid))
         self.relative_bias_table = nn.Parameter(torch.empty(self.depth, size, self.heads))  # (depth, T, nH)
         nn.init.trunc_normal_(self.relative_bias_table, std=init_std / self.scale)
+        self.class_bias_table = nn.Parameter(torch.empty(self.depth, 3, self.heads)) if class_bias else None
+        if class_bias:  # (depth, 3, nH): class -> patch, patch -> class, class -> class
+            nn.init.trunc_normal_(self.class_bias_table, std=init_std / self.scale)
 
+    def _prepare(self, grid: Grid) -> torch.Tensor:
+        bias = super()._prepare(grid)  # (depth, nH, 1 + N, 1 + N), zero on the class row and column
+        if self.class_bias_table is None:
+            return bias
+        entries = (self.class_bias_table * self.scale).transpose(1, 2)[..., None, None]  # (depth, nH, 3, 1, 1)
+        query, key = torch.zeros_like(bias[:1, :1, :, :1]), torch.zeros_like(bias[:1, :1, :1, :])  # (1, 1, T, 1), ...
+        query[..., 0, 0], key[..., 0, 0] = 1, 1  # indicators of the class token as query / key
+        # row 0 (class query) takes entry 0, column 0 (class key) entry 1, and the corner entry 2
+        return bias + entries[:, :, 0] * query * (1 - key) + entries[:, :, 1] * (1 - query) * key + \
+            entries[:, :, 2] * query * key
     def bias(self, grid: Grid) -> torch.Tensor:
         table, table_grid = self.relative_bias_table, self.grid
         if self.scale != 1.0:
