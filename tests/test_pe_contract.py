@@ -161,3 +161,23 @@ def test_no_weight_decay_names_exist():
         assert pe.no_weight_decay() <= set(params), name
     assert make_pe("rope_mixed", 2).no_weight_decay() == {"freqs"}
     assert math.prod(make_pe("relbias", 2).relative_bias_table.shape[1:2]) == 7 * 9
+
+
+def test_relbias_class_entries_fill_the_class_row_and_column():
+    pe = make_pe("relbias", 2, class_bias=True)
+    with torch.no_grad():
+        pe.class_bias_table.copy_(torch.arange(3 * 3 * HEADS, dtype=torch.float32).view(3, 3, HEADS))
+    plain = make_pe("relbias", 2)
+    plain.load_state_dict({k: v for k, v in pe.state_dict().items() if k != "class_bias_table"})
+    for layer in range(3):
+        bias, patches = pe.attention_bias(pe.prepare((4, 5)), layer), plain.attention_bias(plain.prepare((4, 5)), layer)
+        entries = pe.class_bias_table[layer]  # (3, nH)
+        assert torch.equal(bias[:, 0, 1:], entries[0, :, None].expand(-1, 20))  # class query -> patch keys
+        assert torch.equal(bias[:, 1:, 0], entries[1, :, None].expand(-1, 20))  # patch queries -> class key
+        assert torch.equal(bias[:, 0, 0], entries[2])
+        assert torch.equal(bias[:, 1:, 1:], patches[:, 1:, 1:])  # the offsets' bias is untouched
+    encoder = Encoder(pe)
+    encoder(tokens((4, 5)), (4, 5)).square().mean().backward()
+    assert pe.class_bias_table.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match="exactly one prefix token"):
+        vitpe.pe.build("relbias", dim=DIM, heads=HEADS, depth=3, grid=(4, 5), num_prefix_tokens=2, class_bias=True)
