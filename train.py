@@ -23,13 +23,14 @@ import torch
 from timm.data import Mixup
 from timm.utils import ModelEmaV3
 
-from vitpe.config import ConfigError, config_from_dict, dump_config, load_config, to_dict
+from vitpe.config import ConfigError, config_from_dict, dump_config, given_keys, load_config, to_dict, validate
 from vitpe.data import DataError
 from vitpe.data.text import Vocabulary
 from vitpe.engine.build import build_model, build_optimizer, build_scheduler
 from vitpe.engine.checkpoint import CheckpointError, load_checkpoint, save_atomic
 from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.engine.distributed import init_distributed, shutdown
+from vitpe.engine.pretrained import apply_architecture, load_pretrained, load_weights
 from vitpe.engine.loop import NonFiniteLossError, TrainState, evaluate, train_one_epoch
 from vitpe.engine.run_data import build_run_data
 from vitpe.pe import ResizeError
@@ -97,9 +98,17 @@ def run(args: argparse.Namespace) -> None:
     if ckpt is None and (out_dir / "checkpoint.pt").exists():
         raise ConfigError(f"{out_dir} already holds a run; continue it with --resume {out_dir} or choose another "
                           f"out_dir")
+    pretrained = None
+    if ckpt is None and config.model.init:  # a pretrained timm model sets the architecture and the normalisation
+        pretrained = load_pretrained(config.model.init)
+        notes = apply_architecture(config, pretrained, given_keys(args.config, args.overrides))
+        validate(config)
+        for note in notes if dist_info.is_main else ():
+            print(note, flush=True)
 
     # ---- data
-    data = build_run_data(config, ckpt, device, dist_info)
+    data = build_run_data(config, ckpt, device, dist_info,
+                          normalization=dict(mean=pretrained.mean, std=pretrained.std) if pretrained else None)
     num_classes = len(data.classes)
     for split, stats in data.stats.items() if dist_info.is_main else ():
         print(f"{split}: {stats['n']} sequences, tokens per sequence mean {stats['mean']}, median "
@@ -108,7 +117,12 @@ def run(args: argparse.Namespace) -> None:
     # ---- model, optimiser, schedule, EMA, mixup
     torch.manual_seed(t.seed)
     vocab = data.checkpoint_extras.get("vocab")
-    model = build_model(config, num_classes, vocab).to(device)
+    model = build_model(config, num_classes, vocab)
+    if pretrained is not None:
+        notes = load_weights(model, pretrained, config)
+        for note in notes if dist_info.is_main else ():
+            print(note, flush=True)
+    model = model.to(device)
     optimizer = build_optimizer(config, model)
     scheduler = build_scheduler(config, optimizer, len(data.train))
     ema = ModelEmaV3(model, decay=t.ema) if t.ema > 0 else None

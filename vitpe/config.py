@@ -43,6 +43,13 @@ class ModelConfig:
     pool: str = "cls"
     drop_path: float = 0.0
     drop_rate: float = 0.0
+    class_token: bool | None = None  # None = pool == "cls"
+    reg_tokens: int = 0  # register tokens (prefix tokens without position)
+    layer_scale_init: float | None = None  # LayerScale on every residual branch, starting at this gain
+    fc_norm: bool = False  # with pool=mean: the final LayerNorm after pooling (timm's layout)
+    norm_eps: float = 1.0e-5
+    qkv_bias: bool = True
+    init: str = ""  # start from a pretrained timm model: timm:NAME or timm:NAME@WEIGHTS_FILE (see README)
 
 
 @dataclass
@@ -197,18 +204,35 @@ def _as_tree(data: dict[str, Any]) -> dict[str, Any]:
     return yaml.safe_load(yaml.safe_dump(data)) or {}  # a deep copy with plain containers
 
 
+def _read_yaml(path: str | os.PathLike | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} not found")
+    try:
+        return yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {err}") from None
+
+
 def load_config(path: str | os.PathLike | None, overrides: typing.Sequence[str] = ()) -> Config:
     """Read a YAML file (or start from defaults when ``path`` is None) and apply ``key=value`` overrides."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"config file {str(path)!r} not found")
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"config file {str(path)!r} is not valid YAML: {err}") from None
-    return config_from_dict(data, overrides)
+    return config_from_dict(_read_yaml(path), overrides)
+
+
+def given_keys(path: str | os.PathLike | None, overrides: typing.Sequence[str] = ()) -> set[str]:
+    """The dotted keys that a YAML file and overrides set explicitly (``{"model.dim", "train.lr", ...}``)."""
+    tree = _as_tree(_read_yaml(path))
+    for text in overrides:
+        _set_dotted(tree, *parse_override(text))
+
+    def walk(node: Any, prefix: str) -> set[str]:
+        if not isinstance(node, dict) or prefix.count(".") >= 2:
+            return {prefix.rstrip(".")}
+        return set().union(*(walk(v, f"{prefix}{k}.") for k, v in node.items())) if node else {prefix.rstrip(".")}
+
+    return set().union(*(walk(v, f"{k}.") for k, v in tree.items())) if tree else set()
 
 
 def to_dict(config: Config) -> dict[str, Any]:
@@ -256,8 +280,17 @@ def validate(config: Config) -> None:
         (config.data.train_limit >= 0 and config.data.test_limit >= 0, "data.train_limit/test_limit", ">= 0"),
     ]
     d = config.data
+    m = config.model
+    checks += [
+        (m.reg_tokens >= 0, "model.reg_tokens", ">= 0"),
+        (m.layer_scale_init is None or m.layer_scale_init > 0, "model.layer_scale_init", "positive, or null (off)"),
+        (not m.fc_norm or m.pool == "mean", "model.fc_norm", "false unless model.pool is mean"),
+        (not m.init or m.init.startswith("timm:"), "model.init", "timm:NAME or timm:NAME@WEIGHTS_FILE"),
+    ]
     if config.task == "text":
         checks += [
+            (not (m.init or m.reg_tokens or m.class_token is not None), "model.init/reg_tokens/class_token",
+             "unset for text (image options)"),
             (d.max_len >= 1, "data.max_len", ">= 1"),
             (0 <= d.min_len <= d.max_len, "data.min_len", f"between 0 and data.max_len ({d.max_len})"),
             (not (d.mixup or d.cutmix or d.randaugment), "data.mixup/cutmix/randaugment", "off for text"),

@@ -50,7 +50,9 @@ def build_model(config: Config, num_classes: int, vocab: list[str] | None = None
         if vocab is None:
             raise ValueError("a text model needs its vocabulary")
         return TextClassifier(len(vocab), max_len=config.data.max_len, **common)
-    return ViT(img_size=reference_size(config), patch_size=m.patch_size, **common)
+    return ViT(img_size=reference_size(config), patch_size=m.patch_size, class_token=m.class_token,
+               reg_tokens=m.reg_tokens, layer_scale_init=m.layer_scale_init, fc_norm=m.fc_norm, norm_eps=m.norm_eps,
+               qkv_bias=m.qkv_bias, **common)
 
 
 def build_optimizer(config: Config, model: torch.nn.Module) -> torch.optim.Optimizer:

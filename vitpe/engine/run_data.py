@@ -60,8 +60,10 @@ def load_text_split(config: Config, split: str, vocab: Vocabulary) -> TextSet:
 
 
 def build_run_data(config: Config, ckpt: dict[str, Any] | None, device: torch.device,
-                   dist_info: DistInfo) -> RunData:
-    """Loaders for training and evaluation (and validation with ``data.val_split``) per the config's task."""
+                   dist_info: DistInfo, normalization: dict[str, list[float]] | None = None) -> RunData:
+    """Loaders for training and evaluation (and validation with ``data.val_split``) per the config's task. Images
+    are normalised with the checkpoint's statistics when resuming, else ``normalization`` (a pretrained model's mean
+    and std) when given, else the training split's."""
     t, d = config.train, config.data
     shard = dict(rank=dist_info.rank, world=dist_info.world, device=device)
     if config.task == "text":
@@ -79,8 +81,8 @@ def build_run_data(config: Config, ckpt: dict[str, Any] | None, device: torch.de
     else:
         train_set, test_set = load_data(config)
         train_set, val_set = train_set.split(d.val_split) if d.val_split else (train_set, None)
-        mean, std = (ckpt["normalization"]["mean"], ckpt["normalization"]["std"]) if ckpt else \
-            channel_stats(train_set.images)
+        saved = ckpt["normalization"] if ckpt else normalization
+        mean, std = (saved["mean"], saved["std"]) if saved else channel_stats(train_set.images)
         eval_size = [reference_size(config)]
 
         def make(data, train):
