@@ -11,6 +11,12 @@ Each run's records are also kept in DIR/runs/<run>.json with the checkpoint's SH
 reuses them, so a long sweep resumes where it stopped and more runs can be added to a finished one.
 With --lengths (text runs on the synthetic tasks), test sequences of exactly each length are generated and the files
 are DIR/length.json, .csv, .md, .png.
+
+Pretrained timm models are evaluated the same way, converted to vitpe (vitpe.from_timm), on an image folder with
+timm's own data config at every size (resize to size / crop_pct, centre crop) -- the rope-vit protocol:
+
+    python eval.py timm:vit_small_patch16_rope_mixed_224.naver_in1k [timm:NAME@WEIGHTS_FILE ...] \
+                   --data imagefolder:/path/to/imagenet/val --resolutions 224,288,384,512 --out DIR
 """
 
 from __future__ import annotations
@@ -30,11 +36,13 @@ from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.resolution import cached_evaluate_run, find_run, parse_modes, parse_resolutions, write_reports
 from vitpe.resolution.lengths import cached_evaluate_lengths, parse_lengths
 from vitpe.resolution.pe_plots import plot_pe
+from vitpe.resolution.pretrained import PretrainedRun, cached_evaluate_pretrained, is_pretrained_spec, parse_data
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs", nargs="+", help="run folders (their checkpoint.pt) or checkpoint files")
+    parser.add_argument("runs", nargs="+", help="run folders (their checkpoint.pt), checkpoint files, or pretrained "
+                                                "timm models as timm:NAME or timm:NAME@WEIGHTS_FILE")
     parser.add_argument("--resolutions", default="16,24,32,40,48,64", help="N or HxW, comma-separated")
     parser.add_argument("--lengths", help="text runs: sequence lengths, comma-separated (instead of --resolutions)")
     parser.add_argument("--pe-resize", default="interpolate,extrapolate", help="modes, comma-separated")
@@ -42,7 +50,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--best", action="store_true", help="use best.pt instead of checkpoint.pt of run folders")
     parser.add_argument("--ema", action="store_true", help="evaluate the EMA weights when the run has them")
     parser.add_argument("--data-root", help="where the test data lives (default: the run's data.root / VITPE_DATA)")
-    parser.add_argument("--limit", type=int, default=0, help="evaluate on the first N test images only")
+    parser.add_argument("--data", help="for timm: models, the test images: imagefolder:DIR (DIR/<class>/<image>)")
+    parser.add_argument("--workers", type=int, default=2, help="image-decoding processes for --data")
+    parser.add_argument("--limit", type=int, default=0,
+                        help="evaluate on the first N test images only (with --data: N spread over the folder)")
     parser.add_argument("--batch-size", type=int, default=500,
                         help="most images per batch (fewer at large resolutions: about 8k tokens per batch)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -57,13 +68,25 @@ def main(argv: list[str] | None = None) -> int:
         if lengths and args.plot_pe:
             raise ValueError("--plot-pe draws the PEs of image runs; it does not apply to --lengths")
         sizes, modes = parse_resolutions(args.resolutions), parse_modes(args.pe_resize)
-        runs = [find_run(path, args.best) for path in args.runs]
+        pretrained = [PretrainedRun(spec) for spec in args.runs if is_pretrained_spec(spec)]
+        if pretrained and lengths:
+            raise ValueError("--lengths evaluates text runs; timm: models are image models")
+        folder = parse_data(args.data) if pretrained else None
+        if args.data and not pretrained:
+            raise ValueError("--data is the test set of timm: models; trained runs use their own data set")
+        runs = [find_run(path, args.best) for path in args.runs if not is_pretrained_spec(path)]
         data_root = args.data_root or os.environ.get("VITPE_DATA")
         keep_freed_memory(args.device)
         common = dict(limit=args.limit, batch_size=args.batch_size, use_ema=args.ema, device=args.device)
         records = []
         points = len(lengths) if lengths else len(sizes)
-        with tqdm(total=len(runs) * points * len(modes), desc="evaluating", dynamic_ncols=True) as bar:
+        with tqdm(total=(len(runs) + len(pretrained)) * points * len(modes), desc="evaluating",
+                  dynamic_ncols=True) as bar:
+            for entry in pretrained:
+                bar.set_postfix(run=entry.name)
+                records += cached_evaluate_pretrained(entry, Path(args.out) / "runs", sizes, modes, folder,
+                                                      limit=args.limit, batch_size=min(args.batch_size, 64),
+                                                      workers=args.workers, device=args.device, progress=bar)
             for run in runs:
                 bar.set_postfix(run=run.name)
                 if lengths:
@@ -77,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             paths = write_reports(records, args.out, "resolution", "Accuracy against test resolution")
         if args.plot_pe:
-            paths += plot_runs(runs, sizes, Path(args.out))
+            models = [(run.name, build_from_checkpoint(run.ckpt)) for run in runs]
+            paths += plot_models(models + [(entry.name, entry.model()) for entry in pretrained], sizes, Path(args.out))
     except (ConfigError, DataError, CheckpointError, ValueError) as err:
         if os.environ.get("VITPE_DEBUG"):
             raise
@@ -88,14 +112,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def plot_runs(runs, sizes, out: Path) -> list[Path]:
-    """One PE picture per run, resized to the largest requested resolution."""
+def plot_models(models, sizes, out: Path) -> list[Path]:
+    """One PE picture per (name, model), resized to the largest requested resolution."""
     written = []
-    for run in runs:
-        model = build_from_checkpoint(run.ckpt)
+    for name, model in models:
         largest = max(sizes, key=lambda s: s[0] * s[1])
-        path = out / f"pe_{run.name.replace('/', '_')}.png"
-        if plot_pe(model.pe, model.patch_grid(largest), path, f"{run.name} ({model.pe.name})"):
+        path = out / f"pe_{name.replace('/', '_')}.png"
+        if plot_pe(model.pe, model.patch_grid(largest), path, f"{name} ({model.pe.name})"):
             written.append(path)
     return written
 
