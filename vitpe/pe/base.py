@@ -85,7 +85,11 @@ class PositionEncoding(nn.Module):
 
     @resize.setter
     def resize(self, mode: str) -> None:
-        self._resize = check_resize_mode(mode)
+        self._set_resize(check_resize_mode(mode))
+
+    def _set_resize(self, mode: str) -> None:
+        """Switch to ``mode`` (already checked); a PE made of others passes it on."""
+        self._resize = mode
 
     @contextlib.contextmanager
     def resize_mode(self, mode: str) -> Iterator["PositionEncoding"]:

@@ -54,14 +54,8 @@ class ComposedEncoding(PositionEncoding):
     def sites(self) -> frozenset[str]:
         return frozenset().union(*(m.sites for m in self.members.values()))
 
-    # ------------------------------------------------------------------------------------------ resize modes
-    @property
-    def resize(self) -> str:
-        return self._resize
-
-    @resize.setter
-    def resize(self, mode: str) -> None:
-        self._resize = check_resize_mode(mode)
+    def _set_resize(self, mode: str) -> None:
+        self._resize = mode
         for name, member in self.members.items():
             if name not in self.pinned:
                 member.resize = mode
