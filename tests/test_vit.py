@@ -143,3 +143,22 @@ def test_same_seed_same_model_same_output():
     a, b = small_vit("rope_mixed"), small_vit("rope_mixed")
     x = torch.randn(2, 3, 16, 16)
     assert torch.equal(a(x), b(x))
+
+
+def test_register_tokens_layer_scale_and_fc_norm():
+    torch.manual_seed(0)
+    model = ViT(img_size=16, patch_size=4, dim=32, depth=2, heads=2, pe="relbias", pool="mean", reg_tokens=3,
+                layer_scale_init=0.1, fc_norm=True, norm_eps=1e-6)
+    assert model.num_prefix_tokens == 3 and model.pe.num_prefix_tokens == 3 and model.reg_token.shape == (1, 3, 32)
+    bias = model.pe.attention_bias(model.pe.prepare(model.grid), 0)
+    assert torch.all(bias[:, :3] == 0) and torch.all(bias[:, :, :3] == 0)  # registers carry no position
+    assert torch.equal(model.blocks[1].ls2.gamma, torch.full((32,), 0.1)) and model.norm.__class__.__name__ == "Identity"
+    assert model.fc_norm.eps == 1e-6 and "reg_token" in model.no_weight_decay()
+    x = torch.randn(2, 3, 16, 16)
+    tokens = model.forward_features(x)  # (B, 3 + 16, D): the registers are not pooled
+    expected = model.head(model.fc_norm(tokens[:, 3:].mean(1)))
+    assert torch.allclose(model(x), expected, atol=1e-6)
+    with pytest.raises(ValueError, match="fc_norm"):
+        ViT(img_size=16, patch_size=4, dim=32, depth=1, heads=2, pool="cls", fc_norm=True)
+    with pytest.raises(ValueError, match="layer_scale_init must be positive"):
+        ViT(img_size=16, patch_size=4, dim=32, depth=1, heads=2, layer_scale_init=0.0)
