@@ -147,7 +147,7 @@ def test_same_seed_same_model_same_output():
 
 def test_register_tokens_layer_scale_and_fc_norm():
     torch.manual_seed(0)
-    model = ViT(img_size=16, patch_size=4, dim=32, depth=2, heads=2, pe="relbias", pool="mean", reg_tokens=3,
+    model = vitpe.ViT(img_size=16, patch_size=4, dim=32, depth=2, heads=2, pe="relbias", pool="mean", reg_tokens=3,
                 layer_scale_init=0.1, fc_norm=True, norm_eps=1e-6)
     assert model.num_prefix_tokens == 3 and model.pe.num_prefix_tokens == 3 and model.reg_token.shape == (1, 3, 32)
     bias = model.pe.attention_bias(model.pe.prepare(model.grid), 0)
@@ -159,6 +159,6 @@ def test_register_tokens_layer_scale_and_fc_norm():
     expected = model.head(model.fc_norm(tokens[:, 3:].mean(1)))
     assert torch.allclose(model(x), expected, atol=1e-6)
     with pytest.raises(ValueError, match="fc_norm"):
-        ViT(img_size=16, patch_size=4, dim=32, depth=1, heads=2, pool="cls", fc_norm=True)
+        vitpe.ViT(img_size=16, patch_size=4, dim=32, depth=1, heads=2, pool="cls", fc_norm=True)
     with pytest.raises(ValueError, match="layer_scale_init must be positive"):
-        ViT(img_size=16, patch_size=4, dim=32, depth=1, heads=2, layer_scale_init=0.0)
+        vitpe.ViT(img_size=16, patch_size=4, dim=32, depth=1, heads=2, layer_scale_init=0.0)
