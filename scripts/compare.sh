@@ -3,7 +3,7 @@
 # size per batch) of the two best PEs for every seed, then evaluate every run at RESOLUTIONS in both resize modes. Finished runs are skipped,
 # interrupted ones resumed, finished evaluations reused: rerun the same command to continue.
 #
-#   VITPE_DATA=/path/to/data [JOBS=2] [SEEDS="0 1"] [PES="..."] [CONFIG=...] [EXTRA="key=value ..."] \
+#   VITPE_DATA=/path/to/data [PYTHON=python] [JOBS=2] [SEEDS="0 1"] [PES="..."] [CONFIG=...] [EXTRA="key=value ..."] \
 #     [MULTI_PES="pe pe"] [MULTI_SIZES=24,32,40,48] [RESOLUTIONS=16,24,...] [EVAL_LIMIT=N] \
 #     scripts/compare.sh [RUNS_DIR]
 #
@@ -12,6 +12,7 @@
 # multi-resolution runs (default: the two with the best mean test accuracy). EVAL_LIMIT evaluates the resolution sweep
 # on the first N test images only (default: all 10,000). scripts/compare_gpu.sh calls this with the GPU recipe.
 set -euo pipefail
+export PYTHON=${PYTHON:-python}  # the interpreter to run (tests pass their own)
 cd "$(dirname "$0")/.."
 runs=${1:-runs/compare}
 config=${CONFIG:-configs/cifar10_compare.yaml}
@@ -34,9 +35,9 @@ for seed in "${seeds[@]}"; do for pe in "${pes[@]}"; do single+=("$runs/${pe}_s$
 for seed in "${seeds[@]}"; do
   for pe in "${pes[@]}"; do echo "$runs/${pe}_s$seed $config model.pe=$pe train.seed=$seed $extra"; done
 done | train_all
-python scripts/summarise.py "${single[@]}" > "$runs/accuracy.md"
+"$PYTHON" scripts/summarise.py "${single[@]}" > "$runs/accuracy.md"
 
-best=(${MULTI_PES:-$(python scripts/summarise.py "${single[@]}" --best 2)})
+best=(${MULTI_PES:-$("$PYTHON" scripts/summarise.py "${single[@]}" --best 2)})
 multi=()
 for seed in "${seeds[@]}"; do for pe in "${best[@]}"; do multi+=("$runs/multires_${pe}_s$seed"); done; done
 for seed in "${seeds[@]}"; do
@@ -45,9 +46,9 @@ for seed in "${seeds[@]}"; do
   done
 done | train_all
 { printf '\nMulti-resolution training (%s px, one size per batch), tested at the model size:\n\n' "$multi_sizes"
-  python scripts/summarise.py "${multi[@]}"; } >> "$runs/accuracy.md"
+  "$PYTHON" scripts/summarise.py "${multi[@]}"; } >> "$runs/accuracy.md"
 
-evaluate=(python eval.py --resolutions "${RESOLUTIONS:-16,24,32,40,48,64}" --pe-resize interpolate,extrapolate
+evaluate=("$PYTHON" eval.py --resolutions "${RESOLUTIONS:-16,24,32,40,48,64}" --pe-resize interpolate,extrapolate
           --out "$runs/resolution" ${EVAL_LIMIT:+--limit "$EVAL_LIMIT"})
 # One run per lane first (each run's records are cached in resolution/runs/), then one call that only gathers them
 # into the combined table and plots.

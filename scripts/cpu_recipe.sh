@@ -3,6 +3,7 @@
 # resolution table), then evaluate the runs across resolutions. Runs that already finished are skipped; an interrupted one
 # is resumed. Usage: VITPE_DATA=/path/to/data scripts/cpu_recipe.sh [RUNS_DIR] [PE ...]
 set -euo pipefail
+export PYTHON=${PYTHON:-python}  # the interpreter to run (tests pass their own)
 cd "$(dirname "$0")/.."
 runs=${1:-runs}
 shift || true
@@ -11,5 +12,5 @@ pes=("$@")
 for pe in "${pes[@]}"; do
   scripts/train_or_resume.sh "$runs/c10_$pe" configs/cifar10.yaml model.pe="$pe"
 done
-python eval.py "${pes[@]/#/$runs/c10_}" --resolutions 16,24,32,40,48,64 --pe-resize interpolate,extrapolate \
+"$PYTHON" eval.py "${pes[@]/#/$runs/c10_}" --resolutions 16,24,32,40,48,64 --pe-resize interpolate,extrapolate \
   --out "$runs/resolution" --plot-pe

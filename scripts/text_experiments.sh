@@ -3,6 +3,7 @@
 # (train on 8-16 tokens, test at 16, 32, 64, 128). Finished runs are skipped, interrupted ones resumed, finished
 # evaluations reused. Usage: VITPE_DATA=/path/to/data scripts/text_experiments.sh [RUNS_DIR]
 set -euo pipefail
+export PYTHON=${PYTHON:-python}  # the interpreter to run (tests pass their own)
 cd "$(dirname "$0")/.."
 runs=${1:-runs/text}
 sst2_pes=(${SST2_PES:-none learnable sincos rope_axial})
@@ -11,7 +12,7 @@ for task in order adjacent; do
   for pe in "${length_pes[@]}"; do
     scripts/train_or_resume.sh "$runs/${task}_$pe" "configs/$task.yaml" model.pe="$pe"
   done
-  python eval.py "${length_pes[@]/#/$runs/${task}_}" --lengths 16,32,64,128 --pe-resize interpolate,extrapolate \
+  "$PYTHON" eval.py "${length_pes[@]/#/$runs/${task}_}" --lengths 16,32,64,128 --pe-resize interpolate,extrapolate \
     --out "$runs/length_$task"
 done
 sst2_runs=()
@@ -21,5 +22,5 @@ for seed in ${SST2_SEEDS:-0 1}; do
     sst2_runs+=("$runs/sst2_${pe}_s$seed")
   done
 done
-python scripts/summarise.py "${sst2_runs[@]}" > "$runs/sst2.md"
+"$PYTHON" scripts/summarise.py "${sst2_runs[@]}" > "$runs/sst2.md"
 cat "$runs/length_order/length.md" "$runs/length_adjacent/length.md" "$runs/sst2.md"

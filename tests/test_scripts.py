@@ -6,6 +6,7 @@ import io
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -49,8 +50,10 @@ def test_summarise_groups_seeds_and_picks_the_best(tmp_path):
 
 
 def test_compare_script_trains_picks_and_evaluates(tmp_path):
-    env = {**os.environ, "CONFIG": "configs/smoke.yaml", "PES": "none learnable", "SEEDS": "0", "JOBS": "2",
-           "RESOLUTIONS": "12,16", "EVAL_LIMIT": "40", "OMP_NUM_THREADS": "1"}
+    # PATH without any `python`, as in a venv that is not activated: the script must run the interpreter it is given
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "CONFIG": "configs/smoke.yaml",
+           "PES": "none learnable", "SEEDS": "0", "JOBS": "2", "RESOLUTIONS": "12,16", "EVAL_LIMIT": "40",
+           "OMP_NUM_THREADS": "1"}
     runs = tmp_path / "cmp"
     # no EXTRA: the lines handed to xargs then end in a blank, which once joined two trainings into one
     subprocess.run(["bash", "scripts/compare.sh", str(runs)], cwd=ROOT, env=env, check=True, capture_output=True)
@@ -72,7 +75,7 @@ def test_bias_stats_reports_the_trained_bias_and_the_step_bound(tmp_path):
     runs = {}
     for pe in ("relbias", "learnable"):
         runs[pe] = tmp_path / pe
-        subprocess.run(["python", "train.py", "--config", "configs/smoke.yaml", f"out_dir={runs[pe]}", f"model.pe={pe}",
+        subprocess.run([sys.executable, "train.py", "--config", "configs/smoke.yaml", f"out_dir={runs[pe]}", f"model.pe={pe}",
                         "--no-progress"], cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True,
                        capture_output=True)
     code, out = script_main("bias_stats", str(runs["relbias"]))
