@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The PE comparison of RESULTS.md: train CONFIG for every PE and seed, then multi-resolution models (MULTI_SIZES, one
-# size per batch) of the two best PEs for every seed, then evaluate every run at RESOLUTIONS in both resize modes. Finished runs are skipped,
-# interrupted ones resumed, finished evaluations reused: rerun the same command to continue.
+# size per batch) of the two best PEs for every seed, then evaluate every run at RESOLUTIONS in both resize modes.
+# Finished runs are skipped, interrupted ones resumed, finished evaluations reused: rerun the same command to continue.
 #
 #   VITPE_DATA=/path/to/data [PYTHON=python] [JOBS=2] [SEEDS="0 1"] [PES="..."] [CONFIG=...] [EXTRA="key=value ..."] \
 #     [MULTI_PES="pe pe"] [MULTI_SIZES=24,32,40,48] [RESOLUTIONS=16,24,...] [EVAL_LIMIT=N] \
