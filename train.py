@@ -4,6 +4,10 @@
     python train.py --resume RUN_DIR                                   continue a run where it stopped
     torchrun --nproc_per_node=N train.py --config ...                  DistributedDataParallel
 
+One process owns a run folder (RUN_DIR/.lock). SIGTERM or Ctrl-C stops after the current step with a checkpoint at
+that step and exit code 75; --resume then continues exactly. Errors are one line (--debug shows the traceback);
+exit codes in vitpe/engine/cli.py.
+
 The run folder (``out_dir``) receives config.yaml (resolved), metrics.jsonl (one record per epoch),
 checkpoint.pt (last, written atomically every epoch and every ``train.checkpoint_every`` steps) and best.pt;
 text runs also vocab.json and data_stats.json (tokens per sequence in each split).
@@ -24,18 +28,18 @@ from timm.data import Mixup
 from timm.utils import ModelEmaV3
 
 from vitpe.config import ConfigError, config_from_dict, dump_config, given_keys, load_config, to_dict, validate
-from vitpe.data import DataError
 from vitpe.data.text import Vocabulary
 from vitpe.engine.build import build_model, build_optimizer, build_scheduler
 from vitpe.engine.checkpoint import CheckpointError, load_checkpoint, save_atomic
+from vitpe.engine.cli import run_cli
 from vitpe.engine.cpu_malloc import keep_freed_memory
-from vitpe.engine.distributed import init_distributed, shutdown
+from vitpe.engine.distributed import DistInfo, all_reduce_sum, init_distributed, shutdown
+from vitpe.engine.loop import TrainState, evaluate, train_one_epoch
+from vitpe.engine.metrics_file import append_record, read_records, save_records
+from vitpe.engine.preemption import Preempted, StopRequests
 from vitpe.engine.pretrained import apply_architecture, load_pretrained, load_weights
-from vitpe.engine.loop import NonFiniteLossError, TrainState, evaluate, train_one_epoch
 from vitpe.engine.run_data import build_run_data
-from vitpe.pe import ResizeError
-
-EXPECTED_ERRORS = (ConfigError, DataError, CheckpointError, NonFiniteLossError, ResizeError, ValueError)
+from vitpe.engine.run_lock import RunLock, RunLockedError
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -43,6 +47,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--config", help="YAML config (see configs/)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run saved in RUN_DIR")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (summary lines only)")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error (also VITPE_DEBUG=1)")
     parser.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. train.epochs=5")
     args = parser.parse_intermixed_args(argv)  # overrides may come before or after the flags
     if not args.config and not args.resume:
@@ -70,17 +75,31 @@ def resolve_config(args: argparse.Namespace):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        run(args)
-    except EXPECTED_ERRORS as err:
-        if os.environ.get("VITPE_DEBUG"):
-            raise
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
+
+    def body() -> None:
+        with StopRequests() as stops:
+            run(args, stops)
+
+    return run_cli(body, debug=args.debug or bool(os.environ.get("VITPE_DEBUG")))
 
 
-def run(args: argparse.Namespace) -> None:
+def lock_run_folder(out_dir: Path, dist_info: DistInfo, device: torch.device) -> RunLock | None:
+    """Rank 0 takes the run folder's lock; every rank learns whether it could (and stops together if not)."""
+    lock, failure = None, ""
+    if dist_info.is_main:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            lock = RunLock(out_dir).acquire()
+            if lock.message:
+                print(lock.message, flush=True)
+        except RunLockedError as err:
+            failure = str(err)
+    if all_reduce_sum([float(bool(failure))], device, dist_info)[0]:
+        raise RunLockedError(failure or f"rank 0 could not lock {out_dir}")
+    return lock
+
+
+def run(args: argparse.Namespace, stops: StopRequests) -> None:
     # ---- config and devices
     config, ckpt = resolve_config(args)
     t = config.train
@@ -95,9 +114,21 @@ def run(args: argparse.Namespace) -> None:
     if device.type == "cuda":
         device = torch.device("cuda", dist_info.local_rank)
     out_dir = Path(config.out_dir)
-    if ckpt is None and (out_dir / "checkpoint.pt").exists():
-        raise ConfigError(f"{out_dir} already holds a run; continue it with --resume {out_dir} or choose another "
-                          f"out_dir")
+    lock = lock_run_folder(out_dir, dist_info, device)
+    try:
+        if ckpt is None and (out_dir / "checkpoint.pt").exists():
+            raise ConfigError(f"{out_dir} already holds a run; continue it with --resume {out_dir} or choose another "
+                              f"out_dir")
+        train(args, config, ckpt, device, dist_info, stops)
+    finally:
+        if lock is not None:
+            lock.release()
+        shutdown(dist_info)
+
+
+def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.device, dist_info: DistInfo,
+          stops: StopRequests) -> None:
+    t, out_dir = config.train, Path(config.out_dir)
     pretrained = None
     if ckpt is None and config.model.init:  # a pretrained timm model sets the architecture and the normalisation
         pretrained = load_pretrained(config.model.init)
@@ -153,9 +184,8 @@ def run(args: argparse.Namespace) -> None:
             Vocabulary(vocab).save(out_dir / "vocab.json")
         if data.stats:
             (out_dir / "data_stats.json").write_text(json.dumps(data.stats, indent=1) + "\n")
-        kept = [line for line in metrics_path.read_text().splitlines() if json.loads(line)["epoch"] <= state.epoch] \
-            if ckpt is not None and metrics_path.exists() else []
-        metrics_path.write_text("".join(line + "\n" for line in kept))  # drop records past the checkpoint
+        kept = [r for r in read_records(metrics_path) if r["epoch"] <= state.epoch] if ckpt is not None else []
+        save_records(kept, metrics_path)  # drop records past the checkpoint (and a line a crash cut short)
 
     def checkpoint(path: Path) -> None:
         if dist_info.is_main:
@@ -166,9 +196,20 @@ def run(args: argparse.Namespace) -> None:
                 "torch": str(torch.__version__),
             }, path)
 
+    def stop_if_asked(s: TrainState, saved: bool) -> None:
+        if stops.should_stop(device, dist_info):  # every rank answers the same, at the same step
+            if not saved:
+                checkpoint(out_dir / "checkpoint.pt")
+            raise Preempted(f"preempted by {stops.name or 'a signal on another rank'} at epoch {s.epoch + 1}, step "
+                            f"{s.step_in_epoch}: checkpoint written; continue with: python train.py --resume "
+                            f"{out_dir}")
+
     def on_step(s: TrainState) -> None:
-        if t.checkpoint_every and s.global_step % t.checkpoint_every == 0 and s.step_in_epoch < len(data.train):
+        saved = bool(t.checkpoint_every and s.global_step % t.checkpoint_every == 0 and
+                     s.step_in_epoch < len(data.train))
+        if saved:
             checkpoint(out_dir / "checkpoint.pt")
+        stop_if_asked(s, saved)
 
     # ---- loop
     rate_key = "seq_per_s" if config.task == "text" else "img_per_s"
@@ -196,8 +237,7 @@ def run(args: argparse.Namespace) -> None:
         is_best = score > state.best_acc
         state.best_acc = max(state.best_acc, score)
         if dist_info.is_main:
-            with metrics_path.open("a") as f:
-                f.write(json.dumps(record) + "\n")
+            append_record(record, metrics_path)
             checkpoint(out_dir / "checkpoint.pt")
             if is_best:
                 checkpoint(out_dir / "best.pt")
@@ -205,7 +245,8 @@ def run(args: argparse.Namespace) -> None:
                   f"train_acc {record['train_acc']:.4f}  test_loss {record['test_loss']:.4f}  "
                   f"test_acc {record['test_acc']:.4f}  {record[rate_key]:.0f} {rate_key[:-6]}/s  "
                   f"{record['elapsed_s']:.0f}s", flush=True)
-    shutdown(dist_info)
+        if state.epoch < t.epochs:
+            stop_if_asked(state, saved=True)
 
 
 if __name__ == "__main__":

@@ -252,7 +252,11 @@ def group_key(config: dict[str, Any] | Config) -> str:
 
 
 def dump_config(config: Config, path: str | os.PathLike) -> None:
-    Path(path).write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
+    """Write the resolved config as YAML, atomically (temporary file + rename)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
+    os.replace(tmp, path)
 
 
 IMAGE_DATASETS = ("cifar10", "cifar100", "imagefolder", "synthetic")

@@ -1,0 +1,72 @@
+"""How train.py and eval.py end: one line on stderr and an exit code, never a traceback (unless ``--debug``).
+
+====  ===============================================================================
+code  meaning
+====  ===============================================================================
+0     done
+2     an error in the input (config, data, checkpoint, file system): the line says what and what to do
+75    preempted (SIGTERM / SIGINT): a checkpoint was written at the last step; ``--resume`` continues exactly
+130   a second Ctrl-C: stopped at once; the last checkpoint is intact
+1     an unexpected error (a bug): rerun with ``--debug`` for the traceback
+====  ===============================================================================
+"""
+
+from __future__ import annotations
+
+import errno
+import sys
+from typing import Callable
+
+from vitpe.config import ConfigError
+from vitpe.data import DataError
+from vitpe.engine.checkpoint import CheckpointError
+from vitpe.engine.loop import NonFiniteLossError
+from vitpe.engine.preemption import PREEMPTED_EXIT, Preempted
+from vitpe.engine.run_lock import RunLockedError
+from vitpe.pe import ResizeError
+
+INPUT_ERRORS = (ConfigError, DataError, CheckpointError, NonFiniteLossError, ResizeError, RunLockedError, ValueError)
+
+
+def describe_os_error(err: OSError) -> str:
+    """An operating-system error as one actionable sentence."""
+    where = f" ({err.filename})" if err.filename else ""
+    if err.errno == errno.ENOSPC:
+        return (f"no space left on the device{where}; nothing was half-written (checkpoints and records are written "
+                f"whole or not at all): free some space, then --resume the run")
+    if isinstance(err, (PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)) or \
+            err.errno in (errno.EROFS, errno.EACCES):
+        return f"cannot write or read{where}: {err.strerror}; choose another path (out_dir) or fix its permissions"
+    return f"{err.strerror or err}{where}"
+
+
+def run_cli(body: Callable[[], None], debug: bool) -> int:
+    """Run ``body`` and turn its outcome into an exit code, printing one line for anything but success."""
+    try:
+        body()
+    except Preempted as stop:
+        print(str(stop), file=sys.stderr)
+        return PREEMPTED_EXIT
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print("interrupted: stopped at once, without a new checkpoint; the last checkpoint is intact (--resume "
+              "continues from it)", file=sys.stderr)
+        return 130
+    except INPUT_ERRORS as err:
+        if debug:
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        if debug:
+            raise
+        print(f"error: {describe_os_error(err)}", file=sys.stderr)
+        return 2
+    except Exception as err:  # noqa: BLE001 -- the last line of defence of a command-line tool
+        if debug:
+            raise
+        print(f"error: unexpected {type(err).__name__}: {err} (rerun with --debug for the traceback, and please "
+              f"report it)", file=sys.stderr)
+        return 1
+    return 0
