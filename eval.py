@@ -29,9 +29,8 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from vitpe.config import ConfigError
-from vitpe.data import DataError
-from vitpe.engine.checkpoint import CheckpointError, build_from_checkpoint
+from vitpe.engine.checkpoint import build_from_checkpoint
+from vitpe.engine.cli import run_cli
 from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.resolution import cached_evaluate_run, find_run, parse_modes, parse_resolutions, write_reports
 from vitpe.resolution.lengths import cached_evaluate_lengths, parse_lengths
@@ -58,58 +57,57 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="most images per batch (fewer at large resolutions: about 8k tokens per batch)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--plot-pe", action="store_true", help="also draw each run's PE (PNG files in --out)")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error (also VITPE_DEBUG=1)")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        lengths = parse_lengths(args.lengths) if args.lengths else None
-        if lengths and args.plot_pe:
-            raise ValueError("--plot-pe draws the PEs of image runs; it does not apply to --lengths")
-        sizes, modes = parse_resolutions(args.resolutions), parse_modes(args.pe_resize)
-        pretrained = [PretrainedRun(spec) for spec in args.runs if is_pretrained_spec(spec)]
-        if pretrained and lengths:
-            raise ValueError("--lengths evaluates text runs; timm: models are image models")
-        folder = parse_data(args.data) if pretrained else None
-        if args.data and not pretrained:
-            raise ValueError("--data is the test set of timm: models; trained runs use their own data set")
-        runs = [find_run(path, args.best) for path in args.runs if not is_pretrained_spec(path)]
-        data_root = args.data_root or os.environ.get("VITPE_DATA")
-        keep_freed_memory(args.device)
-        common = dict(limit=args.limit, batch_size=args.batch_size, use_ema=args.ema, device=args.device)
-        records = []
-        points = len(lengths) if lengths else len(sizes)
-        with tqdm(total=(len(runs) + len(pretrained)) * points * len(modes), desc="evaluating",
-                  dynamic_ncols=True) as bar:
-            for entry in pretrained:
-                bar.set_postfix(run=entry.name)
-                records += cached_evaluate_pretrained(entry, Path(args.out) / "runs", sizes, modes, folder,
-                                                      limit=args.limit, batch_size=min(args.batch_size, 64),
-                                                      workers=args.workers, device=args.device, progress=bar)
-            for run in runs:
-                bar.set_postfix(run=run.name)
-                if lengths:
-                    records += cached_evaluate_lengths(run, Path(args.out) / "runs", lengths, modes, progress=bar,
-                                                       **common)
-                else:
-                    records += cached_evaluate_run(run, Path(args.out) / "runs", sizes, modes, data_root=data_root,
-                                                   progress=bar, **common)
-        if lengths:
-            paths = write_reports(records, args.out, "length", "Accuracy against sequence length")
-        else:
-            paths = write_reports(records, args.out, "resolution", "Accuracy against test resolution")
-        if args.plot_pe:
-            models = [(run.name, build_from_checkpoint(run.ckpt)) for run in runs]
-            paths += plot_models(models + [(entry.name, entry.model()) for entry in pretrained], sizes, Path(args.out))
-    except (ConfigError, DataError, CheckpointError, ValueError) as err:
-        if os.environ.get("VITPE_DEBUG"):
-            raise
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    return run_cli(lambda: sweep(args), debug=args.debug or bool(os.environ.get("VITPE_DEBUG")))
+
+
+def sweep(args: argparse.Namespace) -> None:
+    """Evaluate every run and pretrained model at every size (or length) in every mode; write the reports."""
+    lengths = parse_lengths(args.lengths) if args.lengths else None
+    if lengths and args.plot_pe:
+        raise ValueError("--plot-pe draws the PEs of image runs; it does not apply to --lengths")
+    sizes, modes = parse_resolutions(args.resolutions), parse_modes(args.pe_resize)
+    pretrained = [PretrainedRun(spec) for spec in args.runs if is_pretrained_spec(spec)]
+    if pretrained and lengths:
+        raise ValueError("--lengths evaluates text runs; timm: models are image models")
+    folder = parse_data(args.data) if pretrained else None
+    if args.data and not pretrained:
+        raise ValueError("--data is the test set of timm: models; trained runs use their own data set")
+    runs = [find_run(path, args.best) for path in args.runs if not is_pretrained_spec(path)]
+    data_root = args.data_root or os.environ.get("VITPE_DATA")
+    keep_freed_memory(args.device)
+    common = dict(limit=args.limit, batch_size=args.batch_size, use_ema=args.ema, device=args.device)
+    records = []
+    points = len(lengths) if lengths else len(sizes)
+    with tqdm(total=(len(runs) + len(pretrained)) * points * len(modes), desc="evaluating",
+              dynamic_ncols=True) as bar:
+        for entry in pretrained:
+            bar.set_postfix(run=entry.name)
+            records += cached_evaluate_pretrained(entry, Path(args.out) / "runs", sizes, modes, folder,
+                                                  limit=args.limit, batch_size=min(args.batch_size, 64),
+                                                  workers=args.workers, device=args.device, progress=bar)
+        for run in runs:
+            bar.set_postfix(run=run.name)
+            if lengths:
+                records += cached_evaluate_lengths(run, Path(args.out) / "runs", lengths, modes, progress=bar,
+                                                   **common)
+            else:
+                records += cached_evaluate_run(run, Path(args.out) / "runs", sizes, modes, data_root=data_root,
+                                               progress=bar, **common)
+    if lengths:
+        paths = write_reports(records, args.out, "length", "Accuracy against sequence length")
+    else:
+        paths = write_reports(records, args.out, "resolution", "Accuracy against test resolution")
+    if args.plot_pe:
+        models = [(run.name, build_from_checkpoint(run.ckpt)) for run in runs]
+        paths += plot_models(models + [(entry.name, entry.model()) for entry in pretrained], sizes, Path(args.out))
     for path in paths:
         print(path)
-    return 0
 
 
 def plot_models(models, sizes, out: Path) -> list[Path]:

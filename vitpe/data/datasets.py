@@ -101,19 +101,39 @@ def load_cifar(root: str | Path, name: str, split: str) -> ImageSet:
     return ImageSet(torch.cat(images), torch.cat(labels), classes)
 
 
+def read_image(path: str | Path):
+    """The RGB PIL image at ``path``; a file that is not a readable image is a :class:`DataError` naming it and its
+    folder (nothing is skipped silently)."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            return image.convert("RGB")
+    except (OSError, ValueError, Image.DecompressionBombError) as err:
+        raise DataError(f"{path} is not a readable image ({type(err).__name__}: {err}); remove or replace it in "
+                        f"{Path(path).parent}") from None
+
+
+def image_folder(folder: str | Path, transform=None):
+    """torchvision's ``ImageFolder`` over every file of ``folder/<class>/`` (not only known extensions), read with
+    :func:`read_image`; a missing or empty folder is a :class:`DataError`."""
+    from torchvision.datasets import ImageFolder
+
+    try:
+        return ImageFolder(str(folder), transform=transform, loader=read_image, is_valid_file=lambda _: True)
+    except (FileNotFoundError, OSError) as err:
+        raise DataError(f"cannot read image folder {folder}: {err}") from None
+
+
 def load_image_folder(root: str | Path, split: str, img_size: int) -> ImageSet:
     """``root/<split>/<class>/*`` (any format PIL reads), resized to ``img_size`` squares, into memory."""
-    from torchvision.datasets import ImageFolder
     from torchvision.transforms import v2
 
     folder = Path(root) / split
     if not folder.is_dir():
         raise DataError(f"image folder {folder} not found: expected {Path(root)}/{{train,test}}/<class>/<images>")
     transform = v2.Compose([v2.PILToTensor(), v2.Resize((img_size, img_size), antialias=True)])
-    try:
-        dataset = ImageFolder(str(folder), transform=transform)
-    except (FileNotFoundError, OSError) as err:
-        raise DataError(f"cannot read image folder {folder}: {err}") from None
+    dataset = image_folder(folder, transform)
     images = torch.stack([dataset[i][0][:3].expand(3, -1, -1) for i in range(len(dataset))])  # (N, 3, S, S)
     return ImageSet(images.to(torch.uint8), torch.as_tensor(dataset.targets, dtype=torch.long), dataset.classes)
 

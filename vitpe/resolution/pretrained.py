@@ -18,6 +18,7 @@ import torch
 from tqdm import tqdm
 
 from vitpe.data import DataError
+from vitpe.data.datasets import image_folder
 from vitpe.engine.pretrained import PREFIX, Pretrained, load_pretrained, parse_spec
 from vitpe.models import ViT
 from vitpe.resolution.sweep import Size, cached_records, evaluate_modes, resolution_label
@@ -79,7 +80,10 @@ class FolderBatches:
         return len(self.loader)
 
     def epoch(self, epoch: int = 0, start_step: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        return iter(self.loader)
+        try:
+            yield from self.loader
+        except DataError as err:  # from a worker process, the message carries its traceback: keep the last line
+            raise DataError(str(err).strip().splitlines()[-1].split("DataError: ", 1)[-1]) from None
 
 
 def folder_loader(folder: Path, size: Size, data_config: dict[str, Any], limit: int, batch_size: int,
@@ -87,15 +91,11 @@ def folder_loader(folder: Path, size: Size, data_config: dict[str, Any], limit: 
     """``folder``'s images as timm would feed them to the model at ``size``; with ``limit``, N images spread
     evenly over the (class-sorted) folder, so every class is represented."""
     from timm.data import create_transform
-    from torchvision.datasets import ImageFolder
 
     transform = create_transform(input_size=(3, *size), interpolation=data_config["interpolation"],
                                  mean=data_config["mean"], std=data_config["std"], crop_pct=data_config["crop_pct"],
                                  crop_mode=data_config.get("crop_mode", "center"), is_training=False)
-    try:
-        data = ImageFolder(str(folder), transform=transform)
-    except (FileNotFoundError, RuntimeError) as err:
-        raise DataError(f"{folder}: not an image folder with one sub-folder per class ({err})") from None
+    data = image_folder(folder, transform)
     if limit and limit < len(data):
         data = torch.utils.data.Subset(data, torch.linspace(0, len(data) - 1, limit).round().long().tolist())
     return FolderBatches(torch.utils.data.DataLoader(data, batch_size=batch_size, num_workers=workers))
