@@ -168,6 +168,8 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
         if ema is not None:
             ema.module.load_state_dict(ckpt["ema"])
         state = TrainState(**ckpt["train_state"])
+        if not dist_info.is_main:  # the saved running sums are already those of every rank: count them once
+            state.loss_sum = state.correct = state.seen = 0.0
     train_model = model
     if t.compile:
         train_model = torch.compile(model)
@@ -187,12 +189,16 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
         kept = [r for r in read_records(metrics_path) if r["epoch"] <= state.epoch] if ckpt is not None else []
         save_records(kept, metrics_path)  # drop records past the checkpoint (and a line a crash cut short)
 
-    def checkpoint(path: Path) -> None:
+    def checkpoint(path: Path) -> None:  # called on every rank; rank 0 writes
+        saved_state = dataclasses.asdict(state)
+        if dist_info.enabled:  # the running sums of all ranks, so a resumed epoch reports what an unbroken one would
+            sums = all_reduce_sum([state.loss_sum, state.correct, state.seen], device, dist_info)
+            saved_state.update(zip(("loss_sum", "correct", "seen"), sums))
         if dist_info.is_main:
             save_atomic({
                 "config": to_dict(config), "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict(), "ema": ema.module.state_dict() if ema is not None else None,
-                "train_state": dataclasses.asdict(state), "classes": data.classes, **data.checkpoint_extras,
+                "train_state": saved_state, "classes": data.classes, **data.checkpoint_extras,
                 "torch": str(torch.__version__),
             }, path)
 
@@ -238,9 +244,10 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
         state.best_acc = max(state.best_acc, score)
         if dist_info.is_main:
             append_record(record, metrics_path)
-            checkpoint(out_dir / "checkpoint.pt")
-            if is_best:
-                checkpoint(out_dir / "best.pt")
+        checkpoint(out_dir / "checkpoint.pt")
+        if is_best:
+            checkpoint(out_dir / "best.pt")
+        if dist_info.is_main:
             print(f"epoch {record['epoch']}/{t.epochs}  train_loss {record['train_loss']:.4f}  "
                   f"train_acc {record['train_acc']:.4f}  test_loss {record['test_loss']:.4f}  "
                   f"test_acc {record['test_acc']:.4f}  {record[rate_key]:.0f} {rate_key[:-6]}/s  "
