@@ -1,5 +1,6 @@
 """Final accuracy of finished runs as a markdown table: one row per config (runs differing only in seed are grouped:
-mean ± std, the number of seeds), with training wall time.
+mean ± std, the number of seeds), with wall time (training + per-epoch evaluation). Folders written by
+scripts/timm_baseline.py form a row of their own, and every row's wall time is then also given relative to theirs.
 Usage: python scripts/summarise.py RUN_DIR [...] [--label KEY] [--best N]. With ``--best N`` it prints only the labels
 of the N best groups (highest mean accuracy), one per line.
 """
@@ -18,10 +19,26 @@ import yaml
 from vitpe.config import group_key
 
 
+BASELINE = "timm plain loop"
+
+
 def load(run: Path) -> tuple[dict, dict]:
-    config = yaml.safe_load((run / "config.yaml").read_text())
+    """(config, last metrics record) of a run folder; a timm baseline's config is ``{"baseline": ...}``."""
+    if (run / "config.yaml").is_file():
+        config = yaml.safe_load((run / "config.yaml").read_text())
+    else:
+        config = {"baseline": json.loads((run / "config.json").read_text())["baseline"]}
     last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
     return config, last
+
+
+def label_of(config: dict, dotted: str) -> str:
+    if "baseline" in config:
+        return config["baseline"]
+    node = config
+    for part in dotted.split("."):
+        node = node[part]
+    return node
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,25 +53,27 @@ def main(argv: list[str] | None = None) -> int:
             print(f"skipping {run}: no finished epoch yet", file=sys.stderr)
             continue
         config, last = load(run)
-        groups[group_key(config)].append((run, config, last))
+        groups[config["baseline"] if "baseline" in config else group_key(config)].append((run, config, last))
     rows = []
     for members in groups.values():
-        node = members[0][1]
-        for part in args.label.split("."):
-            node = node[part]
         accs = [100 * m[2]["test_acc"] for m in members]
-        rows.append({"label": node, "seeds": len(members), "epochs": members[0][2]["epoch"],
-                     "mean": statistics.fmean(accs), "std": statistics.stdev(accs) if len(accs) > 1 else None,
-                     "minutes": statistics.fmean(m[2]["elapsed_s"] for m in members) / 60})
+        minutes = [m[2]["elapsed_s"] / 60 for m in members]
+        rows.append({"label": label_of(members[0][1], args.label), "seeds": len(members),
+                     "epochs": members[0][2]["epoch"], "mean": statistics.fmean(accs),
+                     "std": statistics.stdev(accs) if len(accs) > 1 else None, "minutes": statistics.fmean(minutes),
+                     "minutes_std": statistics.stdev(minutes) if len(minutes) > 1 else None})
     if args.best:
         for row in sorted(rows, key=lambda r: -r["mean"])[:args.best]:
             print(row["label"])
         return 0
-    print(f"| {args.label} | seeds | epochs | accuracy (%) | train wall (min) |")
-    print("|---|---|---|---|---|")
+    base = next((r for r in rows if r["label"] == BASELINE), None)
+    print(f"| {args.label} | seeds | epochs | accuracy (%) | wall (min) |" + (" wall / timm |" if base else ""))
+    print("|---|---|---|---|---|" + ("---|" if base else ""))
     for r in rows:
         spread = f" ± {r['std']:.1f}" if r["std"] is not None else ""
-        print(f"| {r['label']} | {r['seeds']} | {r['epochs']} | {r['mean']:.1f}{spread} | {r['minutes']:.1f} |")
+        wall = f"{r['minutes']:.1f}" + (f" ± {r['minutes_std']:.1f}" if r["minutes_std"] is not None else "")
+        ratio = f" {r['minutes'] / base['minutes']:.2f} |" if base else ""
+        print(f"| {r['label']} | {r['seeds']} | {r['epochs']} | {r['mean']:.1f}{spread} | {wall} |{ratio}")
     return 0
 
 

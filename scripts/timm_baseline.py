@@ -26,6 +26,8 @@ from timm.scheduler import CosineLRScheduler
 
 from vitpe.data import DataError, load_cifar
 
+BASELINE = "timm plain loop"  # the label scripts/summarise.py gives these runs
+
 
 def augment(images: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     """Reflect-pad by 4, crop back to 32 at a random offset per image, flip half; uint8 (B, 3, 32, 32) in and out."""
@@ -65,10 +67,11 @@ def main(argv: list[str] | None = None) -> int:
                               mlp_ratio=2.0, class_token=False, global_pool="avg")
     batch, steps = 128, len(train) // 128
     optimizer = create_optimizer_v2(model, "adamw", lr=1e-3, weight_decay=0.05)
-    scheduler = CosineLRScheduler(optimizer, t_initial=(args.epochs - 1) * steps, lr_min=1e-5, warmup_t=steps,
+    scheduler = CosineLRScheduler(optimizer, t_initial=max((args.epochs - 1) * steps, 1), lr_min=1e-5, warmup_t=steps,
                                   warmup_lr_init=1e-5, warmup_prefix=True, t_in_epochs=False)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "config.json").write_text(json.dumps({**vars(args), "out": str(args.out)}, indent=1) + "\n")
+    (args.out / "config.json").write_text(json.dumps({**vars(args), "out": str(args.out), "baseline": BASELINE},
+                                                     indent=1) + "\n")
     g = torch.Generator().manual_seed(args.seed)
     started, step = time.perf_counter(), 0
     for epoch in range(args.epochs):

@@ -44,9 +44,16 @@ def test_summarise_groups_seeds_and_picks_the_best(tmp_path):
     runs = [fake_run(tmp_path / "a0", "rope_mixed", 0, 0.70), fake_run(tmp_path / "a1", "rope_mixed", 1, 0.72),
             fake_run(tmp_path / "b0", "learnable", 0, 0.66), fake_run(tmp_path / "c0", "relbias", 0, 0.69)]
     table = summarise(*map(str, runs))
-    assert "| rope_mixed | 2 | 3 | 71.0 ± 1.4 | 1.0 |" in table
+    assert "| rope_mixed | 2 | 3 | 71.0 ± 1.4 | 1.0 ± 0.0 |" in table
     assert "| learnable | 1 | 3 | 66.0 | 1.0 |" in table
     assert summarise(*map(str, runs), "--best", "2").split() == ["rope_mixed", "relbias"]
+    timm = tmp_path / "timm_s0"  # a scripts/timm_baseline.py folder: its own row, and every wall time against it
+    timm.mkdir()
+    (timm / "config.json").write_text(json.dumps({"baseline": "timm plain loop", "seed": 0}))
+    (timm / "metrics.jsonl").write_text(json.dumps({"epoch": 10, "test_acc": 0.70, "elapsed_s": 120.0}) + "\n")
+    table = summarise(*map(str, runs), str(timm))
+    assert "| timm plain loop | 1 | 10 | 70.0 | 2.0 | 1.00 |" in table
+    assert "| learnable | 1 | 3 | 66.0 | 1.0 | 0.50 |" in table
 
 
 def test_compare_script_trains_picks_and_evaluates(tmp_path):
@@ -75,7 +82,8 @@ def test_bias_stats_reports_the_trained_bias_and_the_step_bound(tmp_path):
     runs = {}
     for pe in ("relbias", "learnable"):
         runs[pe] = tmp_path / pe
-        subprocess.run([sys.executable, "train.py", "--config", "configs/smoke.yaml", f"out_dir={runs[pe]}", f"model.pe={pe}",
+        subprocess.run([sys.executable, "train.py", "--config", "configs/smoke.yaml", f"out_dir={runs[pe]}",
+                        f"model.pe={pe}",
                         "--no-progress"], cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True,
                        capture_output=True)
     code, out = script_main("bias_stats", str(runs["relbias"]))
@@ -97,7 +105,8 @@ DATA = Path(os.environ.get("VITPE_DATA", ROOT / ".." / "shared" / "data"))
 @pytest.mark.skipif(not (DATA / "cifar-10-batches-py").is_dir(), reason="CIFAR-10 not in VITPE_DATA")
 def test_timm_baseline_trains_and_records_like_train_py(tmp_path):
     out = tmp_path / "timm"
-    args = ("--out", str(out), "--data-root", str(DATA), "--epochs", "2", "--train-limit", "1280", "--test-limit", "500")
+    args = ("--out", str(out), "--data-root", str(DATA), "--epochs", "2", "--train-limit", "1280",
+            "--test-limit", "500")
     code, printed = script_main("timm_baseline", *args)
     assert code == 0 and "epoch 2/2" in printed
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -133,3 +142,21 @@ def test_merge_sweeps_refuses_a_seed_twice_or_mixed_sample_sizes(tmp_path, capsy
     assert "a seed must be counted once" in capsys.readouterr().err
     assert script_main("merge_sweeps", str(a), str(c), "--out", str(tmp_path / "m"))[0] == 2
     assert "same --limit" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not (DATA / "cifar-10-batches-py").is_dir(), reason="CIFAR-10 not in VITPE_DATA")
+def test_recipe_vs_timm_runs_both_side_by_side_and_tabulates(tmp_path):
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "VITPE_DATA": str(DATA), "SEEDS": "0",
+           "PES": "learnable sincos", "TIMM_EPOCHS": "1", "TIMM_ARGS": "--train-limit 256 --test-limit 100",
+           "EXTRA": "data.train_limit=256 data.test_limit=100 train.epochs=1 model.dim=32 model.depth=1 "
+                    "model.heads=2 train.img_sizes=[32] train.img_size_epochs=[]"}
+    runs = tmp_path / "side"
+    done = subprocess.run(["bash", "scripts/recipe_vs_timm.sh", str(runs)], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    table = (runs / "accuracy.md").read_text()
+    assert "| timm plain loop | 1 | 1 |" in table and "| learnable | 1 | 1 |" in table and "| sincos |" in table
+    assert "wall / timm" in table
+    again = subprocess.run(["bash", "scripts/recipe_vs_timm.sh", str(runs)], cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=600)
+    assert again.returncode == 0 and (runs / "accuracy.md").read_text() == table  # finished runs are kept

@@ -152,7 +152,7 @@ def test_register_tokens_layer_scale_and_fc_norm():
     assert model.num_prefix_tokens == 3 and model.pe.num_prefix_tokens == 3 and model.reg_token.shape == (1, 3, 32)
     bias = model.pe.attention_bias(model.pe.prepare(model.grid), 0)
     assert torch.all(bias[:, :3] == 0) and torch.all(bias[:, :, :3] == 0)  # registers carry no position
-    assert torch.equal(model.blocks[1].ls2.gamma, torch.full((32,), 0.1)) and model.norm.__class__.__name__ == "Identity"
+    assert torch.equal(model.blocks[1].ls2.gamma, torch.full((32,), 0.1)) and isinstance(model.norm, torch.nn.Identity)
     assert model.fc_norm.eps == 1e-6 and "reg_token" in model.no_weight_decay()
     x = torch.randn(2, 3, 16, 16)
     tokens = model.forward_features(x)  # (B, 3 + 16, D): the registers are not pooled

@@ -86,7 +86,8 @@ def check_trunk(model: nn.Module, source: str) -> dict[str, Any]:
                 mlp_ratio=model.blocks[0].mlp.fc1.out_features / dim,
                 pool="cls" if model.global_pool == "token" else "mean", class_token=model.cls_token is not None,
                 reg_tokens=0 if reg is None else reg.shape[1], fc_norm=fc_norm,
-                norm_eps=layer_norm_eps(model.blocks[0].norm1, source), qkv_bias=model.blocks[0].attn.qkv.bias is not None)
+                norm_eps=layer_norm_eps(model.blocks[0].norm1, source),
+                qkv_bias=model.blocks[0].attn.qkv.bias is not None)
 
 
 def split_position_table(state: dict[str, torch.Tensor], grid: tuple[int, int], source: str) -> torch.Tensor:

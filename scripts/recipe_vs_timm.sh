@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The CIFAR-10 recipe against the plain timm loop, side by side: for every seed, scripts/timm_baseline.py and
+# configs/cifar10.yaml with each PE, two trainings at a time with one thread each on the same machine (a baseline
+# and a recipe run share the machine, so their wall times compare), then one table (scripts/summarise.py: accuracy
+# and wall time, mean ± std over seeds, wall time relative to the baseline's).
+#
+#   VITPE_DATA=/path/to/data [PYTHON=python] [SEEDS="0 1 2"] [PES="learnable sincos rope_mixed cpb"] \
+#     [CONFIG=configs/cifar10.yaml] [EXTRA="key=value ..."] [TIMM_EPOCHS=10] [TIMM_ARGS="--train-limit N ..."] \
+#     scripts/recipe_vs_timm.sh [RUNS_DIR]
+#
+# Finished runs are skipped and interrupted vitpe runs resumed; an interrupted baseline (it keeps no checkpoint) is
+# trained again from the start.
+set -euo pipefail
+export PYTHON=${PYTHON:-python}  # the interpreter to run (tests pass their own)
+cd "$(dirname "$0")/.."
+runs=${1:-runs/recipe_vs_timm}
+config=${CONFIG:-configs/cifar10.yaml}
+seeds=(${SEEDS:-0 1 2})
+pes=(${PES:-learnable sincos rope_mixed cpb})
+extra=${EXTRA:-}
+export TIMM_EPOCHS=${TIMM_EPOCHS:-10} TIMM_ARGS=${TIMM_ARGS:-}
+export OMP_NUM_THREADS=1
+mkdir -p "$runs"
+
+run_one() {  # run_one timm OUT SEED | run_one vitpe OUT CONFIG key=value ...: one training, logged to OUT.log
+  local kind=$1 out=$2
+  shift 2
+  if [ "$kind" = timm ]; then
+    if [ -f "$out/metrics.jsonl" ] && [ "$(wc -l < "$out/metrics.jsonl")" -ge "$TIMM_EPOCHS" ]; then return; fi
+    rm -rf "$out"
+    "$PYTHON" scripts/timm_baseline.py --out "$out" --seed "$1" --epochs "$TIMM_EPOCHS" $TIMM_ARGS
+  else
+    scripts/train_or_resume.sh "$out" "$@"
+  fi > "$out.log" 2>&1 || { echo "failed: $out (see $out.log)" >&2; exit 255; }
+}
+export -f run_one
+
+for seed in "${seeds[@]}"; do  # a baseline and a recipe run start together, then the other PEs
+  echo "timm $runs/timm_s$seed $seed"
+  for pe in "${pes[@]}"; do echo "vitpe $runs/${pe}_s$seed $config model.pe=$pe train.seed=$seed $extra"; done
+done | sed 's/[[:space:]]*$//' | xargs -P 2 -L 1 bash -c 'run_one "$@"' run_one
+"$PYTHON" scripts/summarise.py "$runs"/*_s[0-9]*/ | tee "$runs/accuracy.md"
