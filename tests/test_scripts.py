@@ -83,8 +83,7 @@ def test_bias_stats_reports_the_trained_bias_and_the_step_bound(tmp_path):
     for pe in ("relbias", "learnable"):
         runs[pe] = tmp_path / pe
         subprocess.run([sys.executable, "train.py", "--config", "configs/smoke.yaml", f"out_dir={runs[pe]}",
-                        f"model.pe={pe}",
-                        "--no-progress"], cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True,
+                        f"model.pe={pe}", "--no-progress"], cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True,
                        capture_output=True)
     code, out = script_main("bias_stats", str(runs["relbias"]))
     assert code == 0
