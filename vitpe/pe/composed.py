@@ -76,9 +76,12 @@ class ComposedEncoding(PositionEncoding):
         return x
 
     def attention_bias(self, state: tuple, layer: int) -> torch.Tensor | None:
-        biases = [b for member, s in zip(self.members.values(), state)
-                  if (b := member.attention_bias(s, layer)) is not None]
-        return sum(biases[1:], biases[0]) if biases else None  # (nH, T, T)
+        total = None
+        for member, s in zip(self.members.values(), state):
+            bias = member.attention_bias(s, layer)  # (nH, T, T) or None
+            if bias is not None:
+                total = bias if total is None else total + bias
+        return total
 
     def no_weight_decay(self) -> set[str]:
         return {f"members.{name}.{p}" for name, member in self.members.items() for p in member.no_weight_decay()}

@@ -12,6 +12,9 @@ and, when the angles are learned (RoPE-Mixed), ``d cos = g1 x1 + g2 x2`` and ``d
 the dimensions ``cos``/``sin`` were broadcast along. Written with ``out=`` half-tensor kernels this makes two passes
 over q or k per direction, where the composed form (``x * cos + roll(x) * signed_sin``) makes three forward and five
 backward, one of them a concatenation (``roll``). The maths runs in float32 (or wider) and returns ``x``'s dtype.
+
+Under ``torch.compile`` the composed form is used instead: the compiler fuses it into one kernel each way, while the
+hand-written kernels' ``out=`` writes into half-tensors would break the graph (Dynamo cannot trace them).
 """
 
 from __future__ import annotations
@@ -69,4 +72,7 @@ def rotate_half_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> 
     ``x``'s leading dimensions; float32 ``cos``/``sin``. Returns ``x``'s shape and dtype."""
     if x.shape[-1] != 2 * cos.shape[-1]:
         raise ValueError(f"rotary: head dim {x.shape[-1]} does not match {cos.shape[-1]} angle pairs")
+    if torch.compiler.is_compiling():
+        x1, x2 = x.to(torch.promote_types(x.dtype, torch.float32)).chunk(2, dim=-1)  # (..., T, Dh/2) each
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)  # (..., T, Dh)
     return _Rotary.apply(x, cos, sin)
