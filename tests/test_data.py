@@ -73,6 +73,13 @@ def test_random_crop_keeps_content_and_shifts():
         padded = torch.nn.functional.pad(images[b, 0], (2, 2, 2, 2))
         windows = [padded[i:i + 4, j:j + 4] for i in range(5) for j in range(5)]
         assert any(torch.equal(out[b, 0], w) for w in windows)
+    g = torch.Generator().manual_seed(0)
+    mirrored = random_crop(images, 2, g, mode="reflect")
+    assert mirrored.dtype == torch.uint8
+    for b in range(2):  # ... or of the mirrored image: the border repeats image content, never zeros
+        padded = torch.nn.functional.pad(images[b:b + 1].float(), (2, 2, 2, 2), mode="reflect")[0, 0].to(torch.uint8)
+        windows = [padded[i:i + 4, j:j + 4] for i in range(5) for j in range(5)]
+        assert any(torch.equal(mirrored[b, 0], w) for w in windows)
 
 
 def test_loader_is_deterministic_resumable_and_sharded():

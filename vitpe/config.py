@@ -61,6 +61,7 @@ class DataConfig:
     test_limit: int = 0
     val_split: int = 0  # hold out this many training images as a validation split
     crop_padding: int = 4
+    crop_pad_mode: str = "zero"  # what the crop's padding holds: zero (black) or reflect (mirrored image content)
     hflip: bool = True
     randaugment: str = ""  # e.g. "rand-m9-n2" (torchvision RandAugment with num_ops=n, magnitude=m); "" = off
     mixup: float = 0.0
@@ -263,6 +264,7 @@ IMAGE_DATASETS = ("cifar10", "cifar100", "imagefolder", "synthetic")
 TEXT_DATASETS = ("sst2", "order", "adjacent")
 DATASETS = IMAGE_DATASETS + TEXT_DATASETS
 TASKS = ("image", "text")
+PAD_MODES = ("zero", "reflect")
 
 
 def validate(config: Config) -> None:
@@ -282,6 +284,7 @@ def validate(config: Config) -> None:
         (0 <= config.train.ema < 1, "train.ema", "in [0, 1)"),
         (config.train.device in ("auto", "cpu", "cuda"), "train.device", "auto, cpu or cuda"),
         (config.data.train_limit >= 0 and config.data.test_limit >= 0, "data.train_limit/test_limit", ">= 0"),
+        (config.data.crop_pad_mode in PAD_MODES, "data.crop_pad_mode", f"one of {list(PAD_MODES)}"),
     ]
     d = config.data
     m = config.model

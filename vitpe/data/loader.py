@@ -27,12 +27,16 @@ def channel_stats(images: torch.Tensor) -> tuple[list[float], list[float]]:
     return x.mean(1).tolist(), x.std(1).tolist()
 
 
-def random_crop(images: torch.Tensor, padding: int, g: torch.Generator) -> torch.Tensor:
-    """Zero-pad each image by ``padding`` and crop it back at a random offset; (B, C, H, W) -> (B, C, H, W)."""
+def random_crop(images: torch.Tensor, padding: int, g: torch.Generator, mode: str = "zero") -> torch.Tensor:
+    """Pad each image by ``padding`` -- zeros, or with ``mode="reflect"`` its mirrored border -- and crop it back at a
+    random offset; (B, C, H, W) -> (B, C, H, W)."""
     if padding <= 0:
         return images
     B, C, H, W = images.shape
-    padded = F.pad(images, (padding,) * 4)  # (B, C, H + 2p, W + 2p)
+    if mode == "reflect":  # reflection needs a float tensor; uint8 values survive the round trip exactly
+        padded = F.pad(images.float(), (padding,) * 4, mode="reflect").to(images.dtype)  # (B, C, H + 2p, W + 2p)
+    else:
+        padded = F.pad(images, (padding,) * 4)  # (B, C, H + 2p, W + 2p)
     offsets = torch.randint(0, 2 * padding + 1, (B, 2), generator=g)  # (B, 2)
     rows = offsets[:, 0, None] + torch.arange(H)  # (B, H)
     cols = offsets[:, 1, None] + torch.arange(W)  # (B, W)
@@ -105,7 +109,8 @@ class BatchLoader(ShardedBatches):
 
     def __init__(self, data: ImageSet, batch_size: int, *, train: bool, mean: list[float], std: list[float],
                  seed: int = 0, img_sizes: tuple | list = (32,), size_epochs: tuple | list = (),
-                 crop_padding: int = 4, hflip: bool = True, randaugment: str = "", rank: int = 0, world: int = 1,
+                 crop_padding: int = 4, crop_pad_mode: str = "zero", hflip: bool = True, randaugment: str = "",
+                 rank: int = 0, world: int = 1,
                  device: torch.device | str = "cpu") -> None:
         super().__init__(data, batch_size, train=train, seed=seed, rank=rank, world=world, device=device)
         self.mean = torch.tensor(mean, device=self.device).view(1, -1, 1, 1)  # (1, C, 1, 1)
@@ -114,7 +119,7 @@ class BatchLoader(ShardedBatches):
         if size_epochs and len(size_epochs) != len(self.img_sizes):
             raise ValueError(f"size_epochs {list(size_epochs)} needs one epoch count per image size {self.img_sizes}")
         self.size_epochs = list(size_epochs)
-        self.crop_padding, self.hflip = crop_padding, hflip
+        self.crop_padding, self.crop_pad_mode, self.hflip = crop_padding, crop_pad_mode, hflip
         self.randaugment = _build_randaugment(randaugment) if train and randaugment else None
 
     def batch(self, idx: torch.Tensor, epoch: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -122,7 +127,7 @@ class BatchLoader(ShardedBatches):
         size = self.img_sizes[0]
         if self.train:
             g = torch.Generator().manual_seed(step_seed(self.seed, epoch, step, salt=self.rank + 1))
-            images = random_crop(images, self.crop_padding, g)
+            images = random_crop(images, self.crop_padding, g, self.crop_pad_mode)
             if self.hflip:
                 images = random_hflip(images, g)
             if self.randaugment is not None:
