@@ -13,7 +13,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from vitpe.convert.common import Converted, check_trunk, detach_all, require, split_position_table
+from vitpe.convert.common import (GAMMA_KEYS, Converted, check_gammas, check_trunk, detach_all, rename_keys, require,
+                                  split_position_table)
 
 
 def convert_beit(model: nn.Module, source: str) -> Converted:
@@ -24,14 +25,13 @@ def convert_beit(model: nn.Module, source: str) -> Converted:
     for block in model.blocks:
         require(type(block) is Block, source, f"uses {type(block).__name__} blocks")
         require(block.attn.relative_position_bias_table is not None, source, "has blocks without a relative bias")
-        require((block.gamma_1 is None) == (block.gamma_2 is None), source, "scales only the attention branch")
         require(block.attn.qkv.out_features == 3 * kwargs["dim"], source, "has a custom head dim")
     require(kwargs["class_token"] and kwargs["reg_tokens"] == 0, source, "has no class token")
     ape = model.pos_embed is not None
     kwargs.update(pe="learnable+relbias" if ape else "relbias",
                   pe_options={"relbias": {"class_bias": True}} if ape else {"class_bias": True},
                   qkv_bias=model.blocks[0].attn.q_bias is not None,
-                  layer_scale_init=1e-5 if model.blocks[0].gamma_1 is not None else None)
+                  layer_scale_init=check_gammas(model, source))
 
     state = detach_all(model.state_dict())
     grid, dim, depth = tuple(model.patch_embed.grid_size), kwargs["dim"], kwargs["depth"]
@@ -42,9 +42,7 @@ def convert_beit(model: nn.Module, source: str) -> Converted:
     tables = []
     for i in range(depth):
         b = f"blocks.{i}."
-        for gamma, ls in (("gamma_1", "ls1"), ("gamma_2", "ls2")):
-            if b + gamma in state:
-                state[f"{b}{ls}.gamma"] = state.pop(b + gamma)
+        rename_keys(state, b, GAMMA_KEYS)
         tables.append(state.pop(b + "attn.relative_position_bias_table"))  # (T + 3, nH)
         state.pop(b + "attn.relative_position_index", None)
         if b + "attn.q_bias" in state:

@@ -90,6 +90,24 @@ def check_trunk(model: nn.Module, source: str) -> dict[str, Any]:
                 qkv_bias=model.blocks[0].attn.qkv.bias is not None)
 
 
+#: Block-level keys of timm's Eva and BEiT blocks -> vitpe's (their LayerScale gains are raw parameters there).
+GAMMA_KEYS = {"gamma_1": "ls1.gamma", "gamma_2": "ls2.gamma"}
+
+
+def rename_keys(state: dict[str, torch.Tensor], prefix: str, renames: dict[str, str]) -> None:
+    """In ``state``, move ``prefix + old`` to ``prefix + new`` for every (old, new) of ``renames`` that is present."""
+    for old, new in renames.items():
+        if prefix + old in state:
+            state[prefix + new] = state.pop(prefix + old)
+
+
+def check_gammas(model: nn.Module, source: str) -> float | None:
+    """Require Eva/BEiT blocks to scale both residual branches or neither; the ViT ``layer_scale_init`` to use."""
+    for block in model.blocks:
+        require((block.gamma_1 is None) == (block.gamma_2 is None), source, "scales only the attention branch")
+    return 1e-5 if model.blocks[0].gamma_1 is not None else None  # overwritten by the loaded gains
+
+
 def split_position_table(state: dict[str, torch.Tensor], grid: tuple[int, int], source: str) -> torch.Tensor:
     """Pop ``pos_embed`` (1, P' + N, D) from a timm state dict and return its grid rows (N, D); the P' rows of the
     prefix tokens (absent with ``no_embed_class``) are constants added to those tokens, so they are folded into

@@ -23,7 +23,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from vitpe.convert.common import Converted, check_trunk, detach_all, interleaved_to_half, require, split_position_table
+from vitpe.convert.common import (GAMMA_KEYS, Converted, check_gammas, check_trunk, detach_all, interleaved_to_half,
+                                  rename_keys, require, split_position_table)
 from vitpe.pe import build as build_pe
 
 
@@ -49,7 +50,6 @@ def convert_eva_rope(model: nn.Module, source: str) -> Converted:
         require(type(block) is EvaBlock, source, f"uses {type(block).__name__} blocks")
         require(type(block.attn) is AttentionRope and hasattr(block.attn, "qkv"), source,
                 "uses separate q/k/v projections or another attention than AttentionRope")
-        require((block.gamma_1 is None) == (block.gamma_2 is None), source, "scales only the attention branch")
     mixed = type(model.rope) is RotaryEmbeddingMixed
     require(mixed or type(model.rope) is RotaryEmbeddingCat, source, f"uses {type(model.rope).__name__}")
     rope = "rope_mixed" if mixed else "rope_axial"
@@ -61,7 +61,7 @@ def convert_eva_rope(model: nn.Module, source: str) -> Converted:
     kwargs.update(pe=f"learnable+{rope}" if ape else rope,
                   pe_options={rope: {**rope_options, "resize": "extrapolate"}} if ape else rope_options,
                   pe_resize="interpolate" if ape else "extrapolate",
-                  layer_scale_init=1e-5 if model.blocks[0].gamma_1 is not None else None)
+                  layer_scale_init=check_gammas(model, source))
 
     state = detach_all(model.state_dict())
     pe_prefix = f"pe.members.{rope}." if ape else "pe."
@@ -74,9 +74,7 @@ def convert_eva_rope(model: nn.Module, source: str) -> Converted:
     dim = kwargs["dim"]
     for i in range(depth):
         b = f"blocks.{i}."
-        for gamma, ls in (("gamma_1", "ls1"), ("gamma_2", "ls2")):
-            if b + gamma in state:
-                state[f"{b}{ls}.gamma"] = state.pop(b + gamma)
+        rename_keys(state, b, GAMMA_KEYS)
         for part in ("weight", "bias"):
             key = f"{b}attn.qkv.{part}"
             if key in state:
