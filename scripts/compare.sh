@@ -9,14 +9,15 @@
 #
 # JOBS trainings run at once, each with (CPU cores / JOBS) threads unless OMP_NUM_THREADS is set. EXTRA overrides
 # are added to every training (whitespace-separated, so no spaces inside a value). MULTI_PES picks the PEs of the
-# multi-resolution runs (default: the two with the best mean test accuracy). EVAL_LIMIT evaluates the resolution sweep
-# on the first N test images only (default: all 10,000). scripts/compare_gpu.sh calls this with the GPU recipe.
+# multi-resolution runs (default: the two with the best mean test accuracy); PES="" with MULTI_PES trains only those
+# (e.g. to add seeds to them). EVAL_LIMIT evaluates the resolution sweep on the first N test images only (default: all
+# 10,000). scripts/compare_gpu.sh calls this with the GPU recipe.
 set -euo pipefail
 export PYTHON=${PYTHON:-python}  # the interpreter to run (tests pass their own)
 cd "$(dirname "$0")/.."
 runs=${1:-runs/compare}
 config=${CONFIG:-configs/cifar10_compare.yaml}
-pes=(${PES:-none learnable separable sincos rope_axial rope_mixed relbias cpb alibi peg})
+pes=(${PES-none learnable separable sincos rope_axial rope_mixed relbias cpb alibi peg})  # PES="": multi-res only
 seeds=(${SEEDS:-0 1})
 jobs=${JOBS:-1}
 extra=${EXTRA:-}
@@ -27,7 +28,7 @@ mkdir -p "$runs"
 
 train_all() {  # reads lines "RUN_DIR CONFIG key=value ..."; trains JOBS of them at a time, each logging to RUN_DIR.log
   # (trailing blanks are cut: xargs -L would join such a line with the next one)
-  sed 's/[[:space:]]*$//' | xargs -P "$jobs" -L 1 sh -c 'scripts/train_or_resume.sh "$0" "$@" > "$0.log" 2>&1 || { echo "failed: $0 (see $0.log)" >&2; exit 255; }'
+  sed 's/[[:space:]]*$//' | xargs -r -P "$jobs" -L 1 sh -c 'scripts/train_or_resume.sh "$0" "$@" > "$0.log" 2>&1 || { echo "failed: $0 (see $0.log)" >&2; exit 255; }'
 }
 
 single=()
@@ -35,7 +36,14 @@ for seed in "${seeds[@]}"; do for pe in "${pes[@]}"; do single+=("$runs/${pe}_s$
 for seed in "${seeds[@]}"; do
   for pe in "${pes[@]}"; do echo "$runs/${pe}_s$seed $config model.pe=$pe train.seed=$seed $extra"; done
 done | train_all
-"$PYTHON" scripts/summarise.py "${single[@]}" > "$runs/accuracy.md"
+if [ ${#single[@]} -gt 0 ]; then
+  "$PYTHON" scripts/summarise.py "${single[@]}" > "$runs/accuracy.md"
+elif [ -z "${MULTI_PES:-}" ]; then
+  echo "PES is empty: give MULTI_PES, the PEs of the multi-resolution runs" >&2
+  exit 2
+else
+  : > "$runs/accuracy.md"
+fi
 
 best=(${MULTI_PES:-$("$PYTHON" scripts/summarise.py "${single[@]}" --best 2)})
 multi=()
@@ -53,7 +61,7 @@ evaluate=("$PYTHON" eval.py --resolutions "${RESOLUTIONS:-16,24,32,40,48,64}" --
 # One run per lane first (each run's records are cached in resolution/runs/), then one call that only gathers them
 # into the combined table and plots.
 printf '%s\n' "${single[@]}" "${multi[@]}" |
-  xargs -P "$jobs" -I RUN sh -c 'run=$1; shift
+  xargs -r -P "$jobs" -I RUN sh -c 'run=$1; shift
     "$@" "$run" --plot-pe > "$run.eval.log" 2>&1 || { echo "failed: $run (see $run.eval.log)" >&2; exit 255; }' \
   sh RUN "${evaluate[@]}"
 "${evaluate[@]}" "${single[@]}" "${multi[@]}"

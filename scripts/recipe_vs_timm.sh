@@ -38,5 +38,5 @@ export -f run_one
 for seed in "${seeds[@]}"; do  # a baseline and a recipe run start together, then the other PEs
   echo "timm $runs/timm_s$seed $seed"
   for pe in "${pes[@]}"; do echo "vitpe $runs/${pe}_s$seed $config model.pe=$pe train.seed=$seed $extra"; done
-done | sed 's/[[:space:]]*$//' | xargs -P 2 -L 1 bash -c 'run_one "$@"' run_one
+done | sed 's/[[:space:]]*$//' | xargs -r -P 2 -L 1 bash -c 'run_one "$@"' run_one
 "$PYTHON" scripts/summarise.py "$runs"/*_s[0-9]*/ | tee "$runs/accuracy.md"

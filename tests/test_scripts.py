@@ -76,6 +76,14 @@ def test_compare_script_trains_picks_and_evaluates(tmp_path):
     for name in ("none_s0", "multires_learnable_s0"):  # each run was evaluated in its own lane, with a log
         assert (runs / f"{name}.eval.log").is_file() and (runs / "resolution" / "runs" / f"{name}.json").is_file()
     assert "Multi-resolution" in (runs / "accuracy.md").read_text()
+    # PES="" adds seeds to the multi-resolution runs only (and needs MULTI_PES)
+    more = subprocess.run(["bash", "scripts/compare.sh", str(runs)], cwd=ROOT, capture_output=True, text=True,
+                          env={**env, "PES": "", "SEEDS": "1", "MULTI_PES": "none"})
+    assert more.returncode == 0, more.stderr[-2000:]
+    assert (runs / "multires_none_s1" / "checkpoint.pt").is_file() and not (runs / "none_s1").exists()
+    refused = subprocess.run(["bash", "scripts/compare.sh", str(runs)], cwd=ROOT, capture_output=True, text=True,
+                             env={**env, "PES": ""})
+    assert refused.returncode == 2 and "give MULTI_PES" in refused.stderr
 
 
 def test_bias_stats_reports_the_trained_bias_and_the_step_bound(tmp_path):
