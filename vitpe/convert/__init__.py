@@ -15,7 +15,7 @@ from typing import Any
 
 from torch import nn
 
-from vitpe.convert.common import SUPPORTED, Converted, UnsupportedModelError
+from vitpe.convert.common import SUPPORTED, Converted, UnsupportedModelError, complete_state
 from vitpe.models.vit import ViT
 
 
@@ -31,13 +31,17 @@ def convert(model: nn.Module) -> Converted:
 
     name = getattr(model, "pretrained_cfg", {}).get("architecture") or ""
     source = f"{type(model).__name__}{f' {name!r}' if name else ''}"
-    if type(model) is VisionTransformer:
-        return convert_vision_transformer(model, source)
-    if type(model) is Eva:
-        return convert_eva_rope(model, source)
-    if type(model) is Beit:
-        return convert_beit(model, source)
-    raise UnsupportedModelError(f"{source} is not a family vitpe converts; supported: " + "; ".join(SUPPORTED))
+    families = {VisionTransformer: convert_vision_transformer, Eva: convert_eva_rope, Beit: convert_beit}
+    if type(model) not in families:
+        raise UnsupportedModelError(f"{source} is not a family vitpe converts; supported: " + "; ".join(SUPPORTED))
+    return complete_state(families[type(model)](model, source), model)
+
+
+def build_vit(converted: Converted) -> ViT:
+    """The converted model as a :class:`vitpe.ViT` in eval mode, its weights loaded strictly."""
+    vit = ViT(**converted.vit_kwargs)
+    vit.load_state_dict(converted.state_dict, strict=True)
+    return vit.eval()
 
 
 def from_timm(model_or_name: nn.Module | str, **create_kwargs: Any) -> ViT:
@@ -50,10 +54,7 @@ def from_timm(model_or_name: nn.Module | str, **create_kwargs: Any) -> ViT:
         model_or_name = timm.create_model(model_or_name, **create_kwargs)
     elif create_kwargs:
         raise ValueError(f"create_kwargs {sorted(create_kwargs)} only apply when a model name is given")
-    converted = convert(model_or_name)
-    vit = ViT(**converted.vit_kwargs)
-    vit.load_state_dict(converted.state_dict, strict=True)
-    return vit.eval()
+    return build_vit(convert(model_or_name))
 
 
-__all__ = ["Converted", "UnsupportedModelError", "convert", "from_timm"]
+__all__ = ["Converted", "UnsupportedModelError", "build_vit", "convert", "from_timm"]

@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from vitpe.convert.common import (GAMMA_KEYS, Converted, check_gammas, check_trunk, detach_all, rename_keys, require,
-                                  split_position_table)
+from vitpe.convert.common import (GAMMA_KEYS, Converted, check_gammas, check_trunk, detach_all, pe_key, rename_keys,
+                                  require, split_position_table)
 
 
 def convert_beit(model: nn.Module, source: str) -> Converted:
@@ -35,10 +35,8 @@ def convert_beit(model: nn.Module, source: str) -> Converted:
 
     state = detach_all(model.state_dict())
     grid, dim, depth = tuple(model.patch_embed.grid_size), kwargs["dim"], kwargs["depth"]
-    relbias = "pe.members.relbias." if ape else "pe."
     if ape:
-        state["pe.members.learnable.pos_embed"] = split_position_table(state, grid, source)  # (N, D)
-        state["pe.members.learnable.reference_grid"] = torch.tensor(grid)
+        state[pe_key(kwargs["pe"], "learnable", "pos_embed")] = split_position_table(state, grid, source)  # (N, D)
     tables = []
     for i in range(depth):
         b = f"blocks.{i}."
@@ -49,10 +47,7 @@ def convert_beit(model: nn.Module, source: str) -> Converted:
             q_bias, v_bias = state.pop(b + "attn.q_bias"), state.pop(b + "attn.v_bias")
             state.pop(b + "attn.k_bias", None)
             state[b + "attn.qkv.bias"] = torch.cat((q_bias, torch.zeros(dim), v_bias))
-        if model.blocks[i].attn.proj.bias is None:
-            state[f"{b}attn.proj.bias"] = torch.zeros(dim)
     tables = torch.stack(tables)  # (depth, T + 3, nH)
-    state[relbias + "relative_bias_table"] = tables[:, :-3]
-    state[relbias + "class_bias_table"] = tables[:, -3:]
-    state[relbias + "reference_grid"] = state["pe.reference_grid"] = torch.tensor(grid)
+    state[pe_key(kwargs["pe"], "relbias", "relative_bias_table")] = tables[:, :-3]
+    state[pe_key(kwargs["pe"], "relbias", "class_bias_table")] = tables[:, -3:]
     return Converted(kwargs, state, source)

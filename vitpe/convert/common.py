@@ -13,6 +13,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from vitpe.pe.composed import SEPARATOR
+
 #: The families :func:`vitpe.from_timm` converts, for error messages.
 SUPPORTED = ("timm VisionTransformer (vit_*, deit3_*, *_dinov2, *_reg*_gap_*: learned absolute positions)",
              "rope-vit in timm (vit_*_patch16_rope[_mixed][_ape]_224: Eva with RoPE-Axial or RoPE-Mixed)",
@@ -106,6 +108,26 @@ def check_gammas(model: nn.Module, source: str) -> float | None:
     for block in model.blocks:
         require((block.gamma_1 is None) == (block.gamma_2 is None), source, "scales only the attention branch")
     return 1e-5 if model.blocks[0].gamma_1 is not None else None  # overwritten by the loaded gains
+
+
+def pe_key(pe: str, member: str, name: str) -> str:
+    """The state-dict key of parameter ``name`` of the PE ``member``: ``pe.<name>``, or in a composed PE
+    (``"learnable+rope_mixed"``) ``pe.members.<member>.<name>``."""
+    return f"pe.members.{member}.{name}" if SEPARATOR in pe else f"pe.{name}"
+
+
+def complete_state(converted: Converted, model: nn.Module) -> Converted:
+    """Add what every converted state dict needs besides timm's weights: the grid each PE's tables were learned on
+    (``reference_grid``, of the PE and of each member of a composed one) and a zero bias for output projections that
+    have none in timm (vitpe's always has one; zero is the same map)."""
+    pe, grid = converted.vit_kwargs["pe"], torch.tensor(tuple(model.patch_embed.grid_size))
+    members = pe.split(SEPARATOR) if SEPARATOR in pe else []
+    for key in ["pe.reference_grid", *(pe_key(pe, m, "reference_grid") for m in members)]:
+        converted.state_dict[key] = grid.clone()
+    for i, block in enumerate(model.blocks):
+        if block.attn.proj.bias is None:
+            converted.state_dict[f"blocks.{i}.attn.proj.bias"] = torch.zeros(block.attn.proj.out_features)
+    return converted
 
 
 def split_position_table(state: dict[str, torch.Tensor], grid: tuple[int, int], source: str) -> torch.Tensor:

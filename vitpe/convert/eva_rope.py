@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from vitpe.convert.common import (GAMMA_KEYS, Converted, check_gammas, check_trunk, detach_all, interleaved_to_half,
-                                  rename_keys, require, split_position_table)
+                                  pe_key, rename_keys, require, split_position_table)
 from vitpe.pe import build as build_pe
 
 
@@ -64,13 +64,11 @@ def convert_eva_rope(model: nn.Module, source: str) -> Converted:
                   layer_scale_init=check_gammas(model, source))
 
     state = detach_all(model.state_dict())
-    pe_prefix = f"pe.members.{rope}." if ape else "pe."
+    freqs_key = pe_key(kwargs["pe"], rope, "freqs")
     if mixed:
-        state[pe_prefix + "freqs"] = state.pop("rope.freqs").permute(1, 2, 3, 0)  # (2, L, nH, Dh/2) -> (L, nH, Dh/2, 2)
+        state[freqs_key] = state.pop("rope.freqs").permute(1, 2, 3, 0)  # (2, L, nH, Dh/2) -> (L, nH, Dh/2, 2)
     if ape:
-        state["pe.members.learnable.pos_embed"] = split_position_table(state, grid, source)  # (N, D)
-        state["pe.members.learnable.reference_grid"] = torch.tensor(grid)
-    state[pe_prefix + "reference_grid"] = state["pe.reference_grid"] = torch.tensor(grid)
+        state[pe_key(kwargs["pe"], "learnable", "pos_embed")] = split_position_table(state, grid, source)  # (N, D)
     dim = kwargs["dim"]
     for i in range(depth):
         b = f"blocks.{i}."
@@ -80,13 +78,11 @@ def convert_eva_rope(model: nn.Module, source: str) -> Converted:
             if key in state:
                 q, k, v = state[key].split(dim)  # (D, ...) each
                 state[key] = torch.cat((interleaved_to_half(q, heads), interleaved_to_half(k, heads), v))
-        if model.blocks[i].attn.proj.bias is None:
-            state[f"{b}attn.proj.bias"] = torch.zeros(dim)
 
     # the rotation must be rope-vit's: compare angles at the model's grid and, where timm can go, at a larger one
     check = build_pe(rope, dim=dim, heads=heads, depth=depth, grid=grid, resize="extrapolate", **rope_options)
     if mixed:
-        check.load_state_dict({"freqs": state[pe_prefix + "freqs"], "reference_grid": torch.tensor(grid)})
+        check.load_state_dict({"freqs": state[freqs_key], "reference_grid": torch.tensor(grid)})
     for g in (grid, (grid[0] + 1, grid[1] + 2))[:1 + bool(model.dynamic_img_size)]:
         ours = check.phases(g)  # (N, Dh/2) or (L, nH, N, Dh/2)
         require(same_angles(rope_angles(model, g).float(), ours.detach()), source,

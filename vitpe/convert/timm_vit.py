@@ -15,7 +15,6 @@ timm's logits at every size.
 
 from __future__ import annotations
 
-import torch
 from torch import nn
 
 from vitpe.convert.common import Converted, check_trunk, detach_all, require, split_position_table
@@ -36,11 +35,6 @@ def convert_vision_transformer(model: nn.Module, source: str) -> Converted:
                   layer_scale_init=1e-5 if scaled.pop() else None)
 
     state = detach_all(model.state_dict())
-    grid = tuple(model.patch_embed.grid_size)
     if "pos_embed" in state:
-        state["pe.pos_embed"] = split_position_table(state, grid, source)  # (N, D)
-    for i, block in enumerate(model.blocks):
-        if block.attn.proj.bias is None:  # vitpe's projection always has a bias: a zero one is the same map
-            state[f"blocks.{i}.attn.proj.bias"] = torch.zeros(model.embed_dim)
-    state["pe.reference_grid"] = torch.tensor(grid)
+        state["pe.pos_embed"] = split_position_table(state, tuple(model.patch_embed.grid_size), source)  # (N, D)
     return Converted(kwargs, state, source)

@@ -19,6 +19,7 @@ from tqdm import tqdm
 
 from vitpe.data import DataError
 from vitpe.data.datasets import image_folder
+from vitpe.convert import build_vit
 from vitpe.engine.pretrained import PREFIX, Pretrained, load_pretrained, parse_spec
 from vitpe.models import ViT
 from vitpe.resolution.sweep import Size, cached_records, evaluate_modes, resolution_label
@@ -65,9 +66,7 @@ class PretrainedRun:
         return digest.hexdigest()
 
     def model(self) -> ViT:
-        vit = ViT(**self.pretrained.converted.vit_kwargs)
-        vit.load_state_dict(self.pretrained.converted.state_dict)
-        return vit.eval()
+        return build_vit(self.pretrained.converted)
 
 
 class FolderBatches:
