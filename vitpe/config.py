@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from vitpe.engine.checkpoint import write_text_atomic
+
 
 class ConfigError(ValueError):
     """A config file or override is invalid; the message names the key."""
@@ -254,10 +256,7 @@ def group_key(config: dict[str, Any] | Config) -> str:
 
 def dump_config(config: Config, path: str | os.PathLike) -> None:
     """Write the resolved config as YAML, atomically (temporary file + rename)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
-    os.replace(tmp, path)
+    write_text_atomic(yaml.safe_dump(to_dict(config), sort_keys=False), path)
 
 
 IMAGE_DATASETS = ("cifar10", "cifar100", "imagefolder", "synthetic")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Callable
 
 import torch
 
@@ -14,19 +14,30 @@ class CheckpointError(RuntimeError):
     """A checkpoint is missing, corrupt or does not fit."""
 
 
-def save_atomic(obj: Any, path: str | os.PathLike) -> None:
-    """``torch.save`` to a temporary file in the same folder, fsync, then rename over ``path``."""
+def write_atomic(path: str | os.PathLike, write: Callable[[BinaryIO], Any]) -> None:
+    """``write(f)`` to a temporary file in ``path``'s folder, fsync, then rename it over ``path``: a crash or a full
+    disk leaves the previous file whole and no temporary file behind."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def save_atomic(obj: Any, path: str | os.PathLike) -> None:
+    """``torch.save`` ``obj`` to ``path`` atomically (:func:`write_atomic`)."""
+    write_atomic(path, lambda f: torch.save(obj, f))
+
+
+def write_text_atomic(text: str, path: str | os.PathLike) -> None:
+    """Write ``text`` to ``path`` atomically (:func:`write_atomic`)."""
+    write_atomic(path, lambda f: f.write(text.encode()))
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from vitpe.engine.checkpoint import CheckpointError
+from vitpe.engine.checkpoint import CheckpointError, write_text_atomic
 
 
 def append_record(record: dict[str, Any], path: str | os.PathLike) -> None:
@@ -44,7 +44,4 @@ def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
 
 def save_records(records: list[dict[str, Any]], path: str | os.PathLike) -> None:
     """Replace ``path`` by ``records`` atomically (temporary file + rename)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
-    os.replace(tmp, path)
+    write_text_atomic("".join(json.dumps(r) + "\n" for r in records), path)

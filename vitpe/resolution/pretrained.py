@@ -22,7 +22,7 @@ from vitpe.data.datasets import image_folder
 from vitpe.convert import build_vit
 from vitpe.engine.pretrained import PREFIX, Pretrained, load_pretrained, parse_spec
 from vitpe.models import ViT
-from vitpe.resolution.sweep import Size, cached_records, evaluate_modes, resolution_label
+from vitpe.resolution.sweep import Size, cached_records, evaluate_modes, file_sha256, resolution_label
 
 DATA_PREFIX = "imagefolder:"
 
@@ -59,11 +59,7 @@ class PretrainedRun:
     def fingerprint(self) -> str:
         """The spec, plus the weights file's SHA-256 when the weights come from a file."""
         digest = hashlib.sha256(self.spec.encode())
-        if self.file is not None:
-            with open(self.file, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    digest.update(chunk)
-        return digest.hexdigest()
+        return file_sha256(self.file, digest) if self.file is not None else digest.hexdigest()
 
     def model(self) -> ViT:
         return build_vit(self.pretrained.converted)

@@ -15,7 +15,7 @@ from vitpe.config import config_from_dict, group_key
 from vitpe.data import BatchLoader, ImageSet
 from vitpe.data.loader import ShardedBatches
 from vitpe.engine.build import load_split, reference_size
-from vitpe.engine.checkpoint import CheckpointError, build_from_checkpoint, load_checkpoint
+from vitpe.engine.checkpoint import CheckpointError, build_from_checkpoint, load_checkpoint, write_text_atomic
 from vitpe.engine.loop import evaluate
 from vitpe.pe import ResizeError
 from vitpe.pe.grid import check_resize_mode
@@ -63,6 +63,15 @@ def resolution_label(size: Size) -> int | str:
     return size[0] if size[0] == size[1] else f"{size[0]}x{size[1]}"
 
 
+def file_sha256(path: str | Path, digest: "hashlib._Hash | None" = None) -> str:
+    """Hex SHA-256 of a file's bytes, read in 1 MiB chunks (continuing ``digest`` when given)."""
+    digest = digest or hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 @dataclass
 class Run:
     """A trained run: its name, checkpoint and the config that rebuilds it."""
@@ -73,11 +82,7 @@ class Run:
 
     def fingerprint(self) -> str:
         """SHA-256 of the checkpoint file: cached results are reused only for the very same weights."""
-        digest = hashlib.sha256()
-        with self.checkpoint.open("rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
-        return digest.hexdigest()
+        return file_sha256(self.checkpoint)
 
     @property
     def config(self):
@@ -162,9 +167,7 @@ def cached_records(run: Run, cache_dir: str | Path, settings: dict[str, Any], co
             pass  # an unreadable cache entry is simply recomputed
     records = compute()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"settings": settings, "records": records}))
-    tmp.replace(path)
+    write_text_atomic(json.dumps({"settings": settings, "records": records}), path)
     return records
 
 
