@@ -134,7 +134,7 @@ def load_image_folder(root: str | Path, split: str, img_size: int) -> ImageSet:
         raise DataError(f"image folder {folder} not found: expected {Path(root)}/{{train,test}}/<class>/<images>")
     transform = v2.Compose([v2.PILToTensor(), v2.Resize((img_size, img_size), antialias=True)])
     dataset = image_folder(folder, transform)
-    images = torch.stack([dataset[i][0][:3].expand(3, -1, -1) for i in range(len(dataset))])  # (N, 3, S, S)
+    images = torch.stack([dataset[i][0] for i in range(len(dataset))])  # (N, 3, S, S): read_image gives RGB
     return ImageSet(images.to(torch.uint8), torch.as_tensor(dataset.targets, dtype=torch.long), dataset.classes)
 
 

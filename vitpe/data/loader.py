@@ -7,6 +7,8 @@ DistributedDataParallel ranks take disjoint shards of the same permutation.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from typing import Iterator
 
 import torch
@@ -118,7 +120,7 @@ class BatchLoader(ShardedBatches):
         self.img_sizes = [(size, size) if isinstance(size, int) else tuple(size) for size in img_sizes]  # (h, w)
         if size_epochs and len(size_epochs) != len(self.img_sizes):
             raise ValueError(f"size_epochs {list(size_epochs)} needs one epoch count per image size {self.img_sizes}")
-        self.size_epochs = list(size_epochs)
+        self.phase_ends = list(itertools.accumulate(size_epochs))  # the epoch at which each size's phase ends
         self.crop_padding, self.crop_pad_mode, self.hflip = crop_padding, crop_pad_mode, hflip
         self.randaugment = _build_randaugment(randaugment) if train and randaugment else None
 
@@ -134,15 +136,14 @@ class BatchLoader(ShardedBatches):
                 with torch.random.fork_rng(devices=[]):
                     torch.manual_seed(step_seed(self.seed, epoch, step, salt=10_000 + self.rank))
                     images = torch.stack([self.randaugment(img) for img in images])
-            size = self.size_of_epoch(epoch) if self.size_epochs else \
+            size = self.size_of_epoch(epoch) if self.phase_ends else \
                 self.img_sizes[int(torch.randint(len(self.img_sizes), (1,), generator=g))]
         x = (images.to(self.device, non_blocking=True).float() / 255 - self.mean) / self.std
         return resize_batch(x, size), labels.to(self.device, non_blocking=True)
 
     def size_of_epoch(self, epoch: int) -> tuple[int, int]:
         """The training size of ``epoch`` under ``size_epochs`` (the last size after the schedule ends)."""
-        ends = torch.tensor(self.size_epochs).cumsum(0)  # (sizes,) epoch after which each phase ends
-        return self.img_sizes[min(int((ends <= epoch).sum()), len(self.img_sizes) - 1)]
+        return self.img_sizes[min(bisect.bisect_right(self.phase_ends, epoch), len(self.img_sizes) - 1)]
 
 
 def _build_randaugment(spec: str):

@@ -20,13 +20,14 @@ from torch import nn
 import vitpe.pe
 from vitpe.data.text import CLS_ID, PAD_ID
 from vitpe.models.encoder import PETrunk, check_pool
+from vitpe.pe.composed import SEPARATOR
 
 
 def unit_scale_tables(pe: str, pe_options: dict[str, Any]) -> dict[str, Any]:
     """``pe_options`` with ``init_std`` defaulting to 1.0 for every learned table (of each member of a composed PE):
     learned tables start at the tokens' unit scale (see ``embed_scale``)."""
     known = vitpe.pe.options(pe)
-    if "+" in pe:
+    if SEPARATOR in pe:
         return {m: unit_scale_tables(m, dict(pe_options.get(m, {}))) for m in known} | \
             {k: v for k, v in pe_options.items() if k not in known}  # stray keys reach build(), which names them
     out = dict(pe_options)

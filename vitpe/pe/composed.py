@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from vitpe.pe.base import PositionEncoding
-from vitpe.pe.grid import Grid, check_resize_mode
+from vitpe.pe.grid import check_resize_mode
 
 SEPARATOR = "+"
 
@@ -85,9 +85,6 @@ class ComposedEncoding(PositionEncoding):
 
     def no_weight_decay(self) -> set[str]:
         return {f"members.{name}.{p}" for name, member in self.members.items() for p in member.no_weight_decay()}
-
-    def _prepare(self, grid: Grid) -> Any:  # pragma: no cover - prepare() is overridden
-        raise NotImplementedError
 
     def extra_repr(self) -> str:
         pinned = f", pinned={sorted(self.pinned)}" if self.pinned else ""

@@ -68,15 +68,16 @@ class RelativePositionBias(BiasEncoding):
             nn.init.trunc_normal_(self.class_bias_table, std=init_std / self.scale)
 
     def _prepare(self, grid: Grid) -> torch.Tensor:
-        bias = super()._prepare(grid)  # (depth, nH, 1 + N, 1 + N), zero on the class row and column
         if self.class_bias_table is None:
-            return bias
-        entries = (self.class_bias_table * self.scale).transpose(1, 2)[..., None, None]  # (depth, nH, 3, 1, 1)
-        query, key = torch.zeros_like(bias[:1, :1, :, :1]), torch.zeros_like(bias[:1, :1, :1, :])  # (1, 1, T, 1), ...
-        query[..., 0, 0], key[..., 0, 0] = 1, 1  # indicators of the class token as query / key
-        # row 0 (class query) takes entry 0, column 0 (class key) entry 1, and the corner entry 2
-        return bias + entries[:, :, 0] * query * (1 - key) + entries[:, :, 1] * (1 - query) * key + \
-            entries[:, :, 2] * query * key
+            return super()._prepare(grid)  # (depth, nH, P + N, P + N), zero on prefix rows and columns
+        patches = self.bias(grid)  # (depth, nH, N, N)
+        n = patches.shape[-1]
+        entry = (self.class_bias_table * self.scale).transpose(1, 2)  # (depth, nH, 3)
+        class_row = torch.cat((entry[..., 2:3], entry[..., 0:1].expand(-1, -1, n)), dim=-1)  # (depth, nH, 1 + N)
+        class_column = entry[..., 1:2, None].expand(-1, -1, n, 1)  # (depth, nH, N, 1)
+        rows = torch.cat((class_column, patches), dim=-1)  # (depth, nH, N, 1 + N)
+        return torch.cat((class_row[:, :, None], rows), dim=-2)  # (depth, nH, 1 + N, 1 + N)
+
     def bias(self, grid: Grid) -> torch.Tensor:
         table, table_grid = self.relative_bias_table, self.grid
         if self.scale != 1.0:

@@ -81,18 +81,25 @@ class FolderBatches:
             raise DataError(str(err).strip().splitlines()[-1].split("DataError: ", 1)[-1]) from None
 
 
-def folder_loader(folder: Path, size: Size, data_config: dict[str, Any], limit: int, batch_size: int,
-                  workers: int) -> FolderBatches:
-    """``folder``'s images as timm would feed them to the model at ``size``; with ``limit``, N images spread
-    evenly over the (class-sorted) folder, so every class is represented."""
+def folder_images(folder: Path, limit: int) -> torch.utils.data.Dataset:
+    """``folder``'s images (scanned once); with ``limit``, N of them spread evenly over the (class-sorted) folder, so
+    every class is represented. Their transform is set per size by :func:`loader_at`."""
+    data = image_folder(folder)
+    if limit and limit < len(data):
+        return torch.utils.data.Subset(data, torch.linspace(0, len(data) - 1, limit).round().long().tolist())
+    return data
+
+
+def loader_at(data: torch.utils.data.Dataset, size: Size, data_config: dict[str, Any], batch_size: int,
+              workers: int) -> FolderBatches:
+    """The images of ``data`` as timm would feed them to the model at ``size``."""
     from timm.data import create_transform
 
-    transform = create_transform(input_size=(3, *size), interpolation=data_config["interpolation"],
-                                 mean=data_config["mean"], std=data_config["std"], crop_pct=data_config["crop_pct"],
-                                 crop_mode=data_config.get("crop_mode", "center"), is_training=False)
-    data = image_folder(folder, transform)
-    if limit and limit < len(data):
-        data = torch.utils.data.Subset(data, torch.linspace(0, len(data) - 1, limit).round().long().tolist())
+    folder = data.dataset if isinstance(data, torch.utils.data.Subset) else data
+    folder.transform = create_transform(input_size=(3, *size), interpolation=data_config["interpolation"],
+                                        mean=data_config["mean"], std=data_config["std"],
+                                        crop_pct=data_config["crop_pct"],
+                                        crop_mode=data_config.get("crop_mode", "center"), is_training=False)
     return FolderBatches(torch.utils.data.DataLoader(data, batch_size=batch_size, num_workers=workers))
 
 
@@ -100,10 +107,10 @@ def evaluate_pretrained(run: PretrainedRun, sizes: list[Size], modes: list[str],
                         batch_size: int = 64, workers: int = 2, device: str | torch.device = "cpu",
                         progress: tqdm | None = None) -> list[dict[str, Any]]:
     """Accuracy of the converted model at every size in every resize mode (records as :func:`evaluate_run`)."""
-    model = run.model().to(device)
+    model, data = run.model().to(device), folder_images(folder, limit)
     records = []
     for size in sizes:
-        loader = folder_loader(folder, size, run.pretrained.data_config, limit, batch_size, workers)
+        loader = loader_at(data, size, run.pretrained.data_config, batch_size, workers)
         base = {"run": run.name, "pe": model.pe.name, "resolution": resolution_label(size), "height": size[0],
                 "width": size[1], "train_resolution": model.img_size[0], "group": run.spec}
         records += evaluate_modes(model, loader, modes, base, device, lambda: model.patch_grid(size), progress)
