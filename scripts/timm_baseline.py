@@ -24,21 +24,16 @@ from timm.models.vision_transformer import VisionTransformer
 from timm.optim import create_optimizer_v2
 from timm.scheduler import CosineLRScheduler
 
-from vitpe.data import DataError, load_cifar
+from vitpe.data import DataError, channel_stats, load_cifar
+from vitpe.data.loader import random_crop, random_hflip
 
 BASELINE = "timm plain loop"  # the label scripts/summarise.py gives these runs
 
 
 def augment(images: torch.Tensor, g: torch.Generator) -> torch.Tensor:
-    """Reflect-pad by 4, crop back to 32 at a random offset per image, flip half; uint8 (B, 3, 32, 32) in and out."""
-    B = images.shape[0]
-    padded = F.pad(images.float(), (4, 4, 4, 4), mode="reflect")  # (B, 3, 40, 40)
-    dy, dx = torch.randint(0, 9, (2, B), generator=g)
-    rows = (dy[:, None] + torch.arange(32))[:, None, :, None]  # (B, 1, 32, 1)
-    cols = (dx[:, None] + torch.arange(32))[:, None, None, :]  # (B, 1, 1, 32)
-    out = padded[torch.arange(B)[:, None, None, None], torch.arange(3)[None, :, None, None], rows, cols]
-    flip = torch.rand(B, generator=g) < 0.5
-    return torch.where(flip[:, None, None, None], out.flip(-1), out)
+    """Reflect-pad by 4, crop back to 32 at a random offset per image, flip half (the batched crop and flip vitpe's
+    loader uses); uint8 (B, 3, 32, 32) in and out."""
+    return random_hflip(random_crop(images, 4, g, mode="reflect"), g)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,8 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     train, test = train.limit(args.train_limit), test.limit(args.test_limit)
-    pixels = train.images.float().div(255)
-    mean, std = pixels.mean((0, 2, 3)).view(1, 3, 1, 1), pixels.std((0, 2, 3)).view(1, 3, 1, 1)
+    mean, std = (torch.tensor(s).view(1, 3, 1, 1) for s in channel_stats(train.images))  # (1, 3, 1, 1) each
 
     torch.manual_seed(args.seed)
     model = VisionTransformer(img_size=32, patch_size=4, num_classes=10, embed_dim=128, depth=6, num_heads=4,
