@@ -53,15 +53,10 @@ def run_cli(body: Callable[[], None], debug: bool) -> int:
         print("interrupted: stopped at once, without a new checkpoint; the last checkpoint is intact (--resume "
               "continues from it)", file=sys.stderr)
         return 130
-    except INPUT_ERRORS as err:
+    except (*INPUT_ERRORS, OSError) as err:
         if debug:
             raise
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:
-        if debug:
-            raise
-        print(f"error: {describe_os_error(err)}", file=sys.stderr)
+        print(f"error: {describe_os_error(err) if isinstance(err, OSError) else err}", file=sys.stderr)
         return 2
     except Exception as err:  # noqa: BLE001 -- the last line of defence of a command-line tool
         if debug:
