@@ -33,9 +33,22 @@ def test_each_hook_runs_every_member_in_order():
     for layer in (0, 2):
         expected = mixed.rotate(axial.rotate(q, states[1], layer), states[2], layer)  # two rotations compose
         assert torch.allclose(composed.rotate(q, state, layer), expected)
+        qkv = torch.stack((q, q.flip(0), q + 1))  # (3, B, nH, T, Dh)
+        rotated = composed.rotate_qkv(qkv, state, layer)
+        assert torch.allclose(rotated[1], mixed.rotate(axial.rotate(q.flip(0), states[1], layer), states[2], layer))
+        assert torch.equal(rotated[2], q + 1)
         bias = rel.attention_bias(states[3], layer) + alibi.attention_bias(states[4], layer)
         assert torch.allclose(composed.attention_bias(state, layer), bias)
     assert composed.sites == {"tokens", "qk", "logits"} and composed.site == "tokens+qk+logits"
+
+
+def test_one_rotating_member_takes_its_fused_path():
+    composed, (table, mixed) = members_alike("learnable+rope_mixed")
+    grid = (4, 5)
+    state = composed.prepare(grid)
+    qkv = torch.randn(3, 2, HEADS, 1 + 20, DIM // HEADS)  # (3, B, nH, P + N, Dh)
+    for ours, ref in zip(composed.rotate_qkv(qkv, state, 1), mixed.rotate_qkv(qkv, mixed.prepare(grid), 1)):
+        torch.testing.assert_close(ours, ref)
 
 
 def test_options_are_keyed_by_member():

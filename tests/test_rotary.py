@@ -1,9 +1,9 @@
-"""The hand-written rotary autograd function against the composed formula and numerical gradients."""
+"""The hand-written rotary autograd functions against the composed formula and numerical gradients."""
 
 import pytest
 import torch
 
-from vitpe.pe.rotary import rotate_half_pairs
+from vitpe.pe.rotary import rotate_half_pairs, rotate_qk_of_qkv
 
 
 def composed(x, cos, sin):
@@ -41,3 +41,35 @@ def test_keeps_the_input_dtype_and_checks_the_head_dim():
     torch.testing.assert_close(out.float(), composed(x.float(), angles.cos(), angles.sin()), atol=2e-2, rtol=2e-2)
     with pytest.raises(ValueError, match="head dim 8"):
         rotate_half_pairs(x, angles[:, :3].cos(), angles[:, :3].sin())
+
+
+@pytest.mark.parametrize("angle_shape", [(2, 7, 4), (7, 4)], ids=["per-head", "shared"])
+def test_fused_qk_rotation_matches_two_rotations_and_their_gradients(angle_shape):
+    g = torch.Generator().manual_seed(1)
+    projections = torch.randn(3, 7, 3, 2, 8, generator=g, requires_grad=True)  # (B, T, 3, nH, Dh) as a Linear gives
+    angles = torch.randn(*angle_shape, generator=g, requires_grad=True)
+    out_grads = [torch.randn(3, 2, 7, 8, generator=g) for _ in range(3)]  # for q, k, v: (B, nH, T, Dh)
+
+    def run(split):
+        projections.grad = angles.grad = None
+        qkv = projections.permute(2, 0, 3, 1, 4)  # (3, B, nH, T, Dh), the attention's strided view
+        outs = split(qkv, angles.cos(), angles.sin())
+        torch.autograd.backward(outs, out_grads)
+        return [o.detach() for o in outs] + [projections.grad.clone(), angles.grad.clone()]
+
+    fused = run(rotate_qk_of_qkv)
+    reference = run(lambda qkv, cos, sin: (composed(qkv[0], cos, sin), composed(qkv[1], cos, sin), qkv[2]))
+    for ours, ref in zip(fused, reference):
+        torch.testing.assert_close(ours, ref)
+
+
+def test_fused_qk_rotation_numerical_gradients_and_errors():
+    qkv = torch.randn(3, 2, 5, 6, dtype=torch.double, requires_grad=True)
+    angles = torch.randn(5, 3, dtype=torch.double, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, a: rotate_qk_of_qkv(x, a.cos(), a.sin()), (qkv, angles))
+    low = rotate_qk_of_qkv(qkv.detach().to(torch.bfloat16), angles.detach().float().cos(), angles.detach().float().sin())
+    assert [t.dtype for t in low] == [torch.bfloat16] * 3
+    with pytest.raises(ValueError, match="stacked"):
+        rotate_qk_of_qkv(qkv[:2], angles.cos(), angles.sin())
+    with pytest.raises(ValueError, match="head dim 6"):
+        rotate_qk_of_qkv(qkv, angles[:, :2].cos(), angles[:, :2].sin())

@@ -1,7 +1,7 @@
 """Multi-head self-attention and the pre-norm Transformer block, both PE-agnostic.
 
 Shapes: B batch, T tokens (prefix + grid), D width, nH heads, Dh = D / nH head dim.
-The block never knows which PE it hosts: it calls the PE's three hooks (see :mod:`vitpe.pe.base`) and
+The block never knows which PE it hosts: it calls the PE's hooks (see :mod:`vitpe.pe.base`) and
 ``torch.nn.functional.scaled_dot_product_attention`` does the rest (a logits-site bias goes in as a float mask).
 """
 
@@ -34,8 +34,7 @@ class Attention(nn.Module):
                 key_mask: torch.Tensor | None = None) -> torch.Tensor:
         B, T, D = x.shape
         qkv = self.qkv(x).reshape(B, T, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (3, B, nH, T, Dh)
-        q, k, v = qkv.unbind(0)  # 3 x (B, nH, T, Dh); unbinding all three keeps the backward a single stack
-        q, k = pe.rotate(q, state, layer), pe.rotate(k, state, layer)
+        q, k, v = pe.rotate_qkv(qkv, state, layer)  # 3 x (B, nH, T, Dh), q and k rotated at the qk site
         mask = pe.attention_bias(state, layer)  # (nH, T, T) or None
         if mask is not None:
             mask = mask.to(q.dtype)

@@ -14,6 +14,10 @@ logits    ``attention_bias(state, layer) -> (nH, P+N, P+N)``      added to the a
 zero bias. ``N`` is the number of grid tokens. A model calls ``state = pe.prepare(grid)`` once per forward -- the work
 that depends only on the grid (tables, rotations, bias matrices) -- and hands ``state`` to every block's hooks. A PE
 without parameters is a pure function of ``(grid, resize mode)``, so its state is cached per grid.
+
+Attention calls the qk site through ``rotate_qkv(qkv, state, layer) -> (q, k, v)`` on its stacked projections
+(3, B, nH, P + N, Dh): by default :meth:`~PositionEncoding.rotate` on q and on k, and a rotary PE overrides it with
+one fused rotation of both (the same result, less memory traffic in the backward).
 """
 
 from __future__ import annotations
@@ -133,6 +137,12 @@ class PositionEncoding(nn.Module):
     def rotate(self, x: torch.Tensor, state: Any, layer: int) -> torch.Tensor:
         """q,k site: rotate ``x`` (..., nH, P + N, Dh), queries or keys of block ``layer``; prefix tokens untouched."""
         return x
+
+    def rotate_qkv(self, qkv: torch.Tensor, state: Any, layer: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q,k site on stacked projections ``qkv`` (3, ..., nH, P + N, Dh) -> ``(q, k, v)``, q and k rotated as by
+        :meth:`rotate`; a PE may override it with a fused form that gives the same result."""
+        q, k, v = qkv.unbind(0)  # 3 x (..., nH, P + N, Dh); unbinding all three keeps the backward a single stack
+        return self.rotate(q, state, layer), self.rotate(k, state, layer), v
 
     def attention_bias(self, state: Any, layer: int) -> torch.Tensor | None:
         """Logits site: float bias (nH, P + N, P + N) added to block ``layer``'s attention scores, or None."""

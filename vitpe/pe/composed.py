@@ -75,6 +75,13 @@ class ComposedEncoding(PositionEncoding):
             x = member.rotate(x, s, layer)
         return x
 
+    def rotate_qkv(self, qkv: torch.Tensor, state: tuple, layer: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        rotary = [(member, s) for member, s in zip(self.members.values(), state) if "qk" in member.sites]
+        if len(rotary) == 1:  # the one rotating member's fused form
+            member, s = rotary[0]
+            return member.rotate_qkv(qkv, s, layer)
+        return super().rotate_qkv(qkv, state, layer)
+
     def attention_bias(self, state: tuple, layer: int) -> torch.Tensor | None:
         total = None
         for member, s in zip(self.members.values(), state):

@@ -14,7 +14,7 @@ import torch
 
 from vitpe.pe.base import PositionEncoding, pad_prefix
 from vitpe.pe.grid import Grid
-from vitpe.pe.rotary import rotate_half_pairs
+from vitpe.pe.rotary import rotate_half_pairs, rotate_qk_of_qkv
 
 
 class AdditiveEncoding(PositionEncoding):
@@ -61,10 +61,16 @@ class RotaryEncoding(PositionEncoding):
         return phase.cos(), phase.sin()
 
     def rotate(self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], layer: int) -> torch.Tensor:
-        cos, sin = state  # (..., P + N, Dh/2) each
-        if self.per_layer:
-            cos, sin = cos[layer], sin[layer]  # (nH, P + N, Dh/2)
-        return rotate_half_pairs(x, cos, sin)
+        return rotate_half_pairs(x, *self._angles(state, layer))
+
+    def rotate_qkv(self, qkv: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], layer: int
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return rotate_qk_of_qkv(qkv, *self._angles(state, layer))  # q and k rotated in one pass
+
+    def _angles(self, state: tuple[torch.Tensor, torch.Tensor], layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """This layer's cos, sin: (nH, P + N, Dh/2) per layer, else (P + N, Dh/2)."""
+        cos, sin = state
+        return (cos[layer], sin[layer]) if self.per_layer else (cos, sin)
 
 
 def gather_relative(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
