@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from timm.layers import DropPath, LayerScale, Mlp
 from torch import nn
 
+from vitpe.models.biased_attention import biased_attention, takes_fast_path
 from vitpe.pe.base import PositionEncoding
 
 
@@ -36,17 +37,18 @@ class Attention(nn.Module):
         qkv = self.qkv(x).reshape(B, T, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (3, B, nH, T, Dh)
         q, k, v = pe.rotate_qkv(qkv, state, layer)  # 3 x (B, nH, T, Dh), q and k rotated at the qk site
         mask = pe.attention_bias(state, layer)  # (nH, T, T) or None
-        if mask is not None:
-            mask = mask.to(q.dtype)
-            if key_mask is None and not mask.requires_grad:
-                # a stride-0 batch view keeps SDPA on its fused CPU kernel (a 3D mask costs ~25% more there); a bias
-                # that needs a gradient stays 3D, whose backward is cheaper than reducing a (B, nH, T, T) gradient
-                mask = mask.expand(B, -1, -1, -1)  # (B, nH, T, T), no copy
-        if key_mask is not None:
-            mask = key_mask.to(q.dtype) if mask is None else mask + key_mask.to(q.dtype)  # (B, nH, T, T)
-        x = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.attn_drop if self.training else 0.0
-        )  # (B, nH, T, Dh)
+        dropout = self.attn_drop if self.training else 0.0
+        if mask is not None and key_mask is None and not dropout and takes_fast_path(q, mask):
+            x = biased_attention(q, k, v, mask)  # a learned bias, without SDPA's slow fallback
+        else:
+            if mask is not None:
+                mask = mask.to(q.dtype)
+                if key_mask is None and not mask.requires_grad:
+                    # a stride-0 batch view keeps SDPA on its fused CPU kernel (a 3D mask costs ~25% more there)
+                    mask = mask.expand(B, -1, -1, -1)  # (B, nH, T, T), no copy
+            if key_mask is not None:
+                mask = key_mask.to(q.dtype) if mask is None else mask + key_mask.to(q.dtype)  # (B, nH, T, T)
+            x = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)  # (B, nH, T, Dh)
         x = x.transpose(1, 2).reshape(B, T, D)  # (B, T, D)
         return self.proj_drop(self.proj(x))
 

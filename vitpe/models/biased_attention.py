@@ -1,0 +1,32 @@
+"""Attention with a learned additive bias on the CPU, faster than SDPA's fallback for a mask that needs a gradient.
+
+``torch.nn.functional.scaled_dot_product_attention`` runs a fused (flash) kernel on the CPU only while the float mask
+needs no gradient. A learned bias (``relbias``, ``cpb``) sends it to its math fallback, which materialises the scores
+(B, nH, T, T) like any explicit attention but also scales q and k separately and guards its softmax against fully
+masked rows (three extra passes over the scores). A bias, unlike a padding mask, never masks a row, so the plain
+formula ``softmax(q k^T / sqrt(Dh) + bias) v`` under autograd gives the same result and gradients with fewer passes
+(``BENCHMARKS.md`` has the figures, and the fused-kernel variant that was tried and not adopted).
+
+Only float32 on the CPU in eager training takes this path; everything else (CUDA, whose fused kernels take a bias
+gradient; autocast; ``torch.compile``, which fuses the fallback itself; a bias without gradient) stays with SDPA.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def takes_fast_path(q: torch.Tensor, bias: torch.Tensor) -> bool:
+    """Whether :func:`biased_attention` replaces SDPA for these inputs (learned float32 bias on the CPU, eager)."""
+    return (bias.requires_grad and torch.is_grad_enabled() and q.device.type == "cpu" and q.dtype == torch.float32
+            and bias.dtype == torch.float32 and not torch.compiler.is_compiling())
+
+
+def biased_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """``softmax(q k^T / sqrt(Dh) + bias) v`` for q, k, v (B, nH, T, Dh) and a bias (nH, T, T) or (B, nH, T, T) that
+    needs a gradient; SDPA where :func:`takes_fast_path` says no."""
+    if not takes_fast_path(q, bias):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-1, -2)) + bias  # (B, nH, T, T)
+    return torch.matmul(scores.softmax(-1), v)  # (B, nH, T, Dh)
