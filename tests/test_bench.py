@@ -5,6 +5,7 @@ import math
 
 import vitpe.pe
 from vitpe import bench
+from vitpe.bench_targets import NOISE_REFERENCE, check_targets
 
 ROW_KEYS = {"pe", "img_size", "train_img_s", "infer_img_s", "train_vs_timm", "train_vs_none", "infer_vs_timm",
             "infer_vs_none"}
@@ -15,7 +16,7 @@ def test_quick_mode_writes_valid_json(tmp_path):
     result = json.loads((tmp_path / "bench.json").read_text())
     assert {"machine", "torch", "timm", "config", "rows", "data", "data_share", "text_rows"} <= set(result)
     pes_2d = {n for n in vitpe.pe.available() if 2 in vitpe.pe.get(n).grid_dims}
-    assert {r["pe"] for r in result["rows"]} == pes_2d | {"timm"}
+    assert {r["pe"] for r in result["rows"]} == pes_2d | {"timm", NOISE_REFERENCE}
     for row in result["rows"]:
         assert ROW_KEYS <= set(row)
         assert all(math.isfinite(row[k]) and row[k] > 0 for k in ROW_KEYS - {"pe", "img_size"})
@@ -29,15 +30,20 @@ def test_quick_mode_writes_valid_json(tmp_path):
     assert all(isinstance(c["met"], bool) for c in result["targets"])
 
 
-def test_targets_are_judged_per_site():
-    from vitpe.bench_targets import check_targets
-
+def test_targets_are_judged_per_site_with_the_noise_floor():
     rows = [{"pe": "learnable", "img_size": 32, "train_vs_timm": 1.01, "train_vs_none": 1 / 1.02},
             {"pe": "sincos", "img_size": 32, "train_vs_none": 1 / 1.05},
-            {"pe": "rope_axial", "img_size": 32, "train_vs_none": 1 / 1.05},
+            {"pe": "rope_axial", "img_size": 32, "train_vs_none": 1 / 1.05, "infer_vs_none": 1 / 1.06},
+            {"pe": NOISE_REFERENCE, "img_size": 32, "train_vs_none": 1 / 0.99, "infer_vs_none": 1 / 1.02},
             {"pe": "relbias", "img_size": 64, "train_vs_none": 1 / 1.10}]
-    met = {c["target"].split()[0]: c["met"] for c in check_targets({"rows": rows, "data_share": 0.06})}
-    assert met == {"learnable": True, "sincos": False, "rope_axial": True, "relbias": False, "data": False}
+    checks = check_targets({"rows": rows, "data_share": 0.06})
+    key = {id(c): (c["target"].split()[0], "inference" in c["target"]) for c in checks}
+    met = {key[id(c)]: c["met"] for c in checks}
+    assert met == {("learnable", False): True, ("sincos", False): False, ("rope_axial", False): True,
+                   ("rope_axial", True): False, ("relbias", False): False, ("data", False): False}
+    noise = {key[id(c)]: c["noise"] for c in checks}
+    assert math.isclose(noise["rope_axial", False], 0.01) and math.isclose(noise["rope_axial", True], 0.02)
+    assert noise["relbias", False] is None  # no reference measured at 64 px
 
 
 def test_bad_arguments_are_clear_errors(tmp_path, capsys):

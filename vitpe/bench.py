@@ -3,8 +3,9 @@
     python -m vitpe.bench --out DIR [--quick] [--device cpu|cuda] [--dim 192 --depth 6 --heads 3 --batch 128]
 
 All variants of one measurement live in one process and are timed interleaved (A B C ... C A B ..., in a fresh seeded
-order each round), so machine noise hits them alike; each figure is the median over ``--repeats`` rounds of
-``--steps`` steps. A training step is forward, cross-entropy, backward and an AdamW step on a fixed random batch;
+order each round), so machine noise hits them alike; each figure is the median over ``--repeats`` rounds (default 9)
+of ``--steps`` steps. A second ``none`` model runs in the same rounds; its difference to the first is the noise floor
+printed next to every overhead. A training step is forward, cross-entropy, backward and an AdamW step on a fixed random batch;
 inference is a forward under ``torch.inference_mode``. On CUDA, steps run under bf16 autocast and are synchronised
 before the clock is read. Writes ``DIR/bench.json`` and ``DIR/bench.md``.
 """
@@ -26,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 import vitpe.pe
-from vitpe.bench_targets import check_targets, targets_markdown
+from vitpe.bench_targets import NOISE_REFERENCE, check_targets, targets_markdown
 from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.models import TextClassifier, ViT
 
@@ -40,7 +41,7 @@ class BenchConfig:
     patch_size: int = 4
     batch: int = 128
     img_sizes: tuple[int, ...] = (32, 64)
-    repeats: int = 5
+    repeats: int = 9
     steps: int = 1
     warmup: int = 2
     text_len: int = 64
@@ -129,9 +130,10 @@ def bench_vit(cfg: BenchConfig, pes: list[str], device: torch.device, log: Calla
         images = torch.randn(cfg.batch, 3, size, size, generator=g).to(device)
         labels = torch.randint(0, 10, (cfg.batch,), generator=g).to(device)
         models = {"timm": timm_vit(cfg, size)}
-        for pe in pes:
-            models[pe] = ViT(img_size=size, patch_size=cfg.patch_size, num_classes=10, dim=cfg.dim, depth=cfg.depth,
-                             heads=cfg.heads, mlp_ratio=cfg.mlp_ratio, pe=pe)
+        for name in (*pes, NOISE_REFERENCE):
+            models[name] = ViT(img_size=size, patch_size=cfg.patch_size, num_classes=10, dim=cfg.dim,
+                               depth=cfg.depth, heads=cfg.heads, mlp_ratio=cfg.mlp_ratio,
+                               pe="none" if name == NOISE_REFERENCE else name)
         models = {name: _prepare(m, cfg, device) for name, m in models.items()}
         log(f"{size} px: training steps ({len(models)} variants interleaved)")
         train = interleaved({n: train_step_fn(m, (images,), labels, device) for n, m in models.items()}, cfg, device)
