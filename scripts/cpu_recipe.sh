@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduce the README's CPU-recipe figures: train configs/cifar10.yaml with each PE given (default: the six of the
+# Reproduce the README's resolution table of the first CPU recipe: train configs/cifar10_8ep.yaml with each PE given (default: the six of the
 # resolution table), then evaluate the runs across resolutions. Runs that already finished are skipped; an interrupted one
 # is resumed. Usage: VITPE_DATA=/path/to/data scripts/cpu_recipe.sh [RUNS_DIR] [PE ...]
 set -euo pipefail
@@ -10,7 +10,7 @@ shift || true
 pes=("$@")
 [ ${#pes[@]} -gt 0 ] || pes=(learnable sincos rope_axial rope_mixed relbias cpb)
 for pe in "${pes[@]}"; do
-  scripts/train_or_resume.sh "$runs/c10_$pe" configs/cifar10.yaml model.pe="$pe"
+  scripts/train_or_resume.sh "$runs/c10_$pe" configs/cifar10_8ep.yaml model.pe="$pe"
 done
 "$PYTHON" eval.py "${pes[@]/#/$runs/c10_}" --resolutions 16,24,32,40,48,64 --pe-resize interpolate,extrapolate \
   --out "$runs/resolution" --plot-pe

@@ -62,7 +62,8 @@ def test_progressive_resizing_records_each_epochs_size(tmp_path):
 def test_short_real_cifar10_run_learns_well_above_chance(tmp_path):
     out = tmp_path / "cifar"
     code = run_main("--config", ROOT / "configs" / "cifar10.yaml", f"out_dir={out}", f"data.root={DATA}",
-                    "data.train_limit=4000", "data.test_limit=1000", "train.epochs=3", "model.dim=64",
+                    "data.train_limit=4000", "data.test_limit=1000", "train.epochs=3", "train.img_size_epochs=[1,1,1]",
+                    "train.img_sizes=[16,24,32]", "model.dim=64",
                     "model.depth=3", "model.heads=2", "train.batch_size=64", "train.lr=3e-3", "model.pe=sincos")
     assert code == 0
     last = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])

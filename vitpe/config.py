@@ -322,4 +322,5 @@ def validate(config: Config) -> None:
                               f"{t.img_sizes}; got {t.img_size_epochs}")
         if sum(t.img_size_epochs) != t.epochs:
             raise ConfigError(f"train.img_size_epochs {t.img_size_epochs} add up to {sum(t.img_size_epochs)} epochs, "
-                              f"but train.epochs is {t.epochs}")
+                              f"but train.epochs is {t.epochs}: give one number per size in train.img_sizes that "
+                              f"add up to {t.epochs}, or train.img_sizes=[32] for one size")
