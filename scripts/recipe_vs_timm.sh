@@ -8,8 +8,7 @@
 #     [CONFIG=configs/cifar10.yaml] [EXTRA="key=value ..."] [TIMM_EPOCHS=10] [TIMM_ARGS="--train-limit N ..."] \
 #     scripts/recipe_vs_timm.sh [RUNS_DIR]
 #
-# Finished runs are skipped and interrupted vitpe runs resumed; an interrupted baseline (it keeps no checkpoint) is
-# trained again from the start.
+# Finished runs are skipped and interrupted ones resumed (a baseline from its last finished epoch).
 set -euo pipefail
 export PYTHON=${PYTHON:-python}  # the interpreter to run (tests pass their own)
 cd "$(dirname "$0")/.."
@@ -27,8 +26,9 @@ run_one() {  # run_one timm OUT SEED | run_one vitpe OUT CONFIG key=value ...: o
   shift 2
   if [ "$kind" = timm ]; then
     if [ -f "$out/metrics.jsonl" ] && [ "$(wc -l < "$out/metrics.jsonl")" -ge "$TIMM_EPOCHS" ]; then return; fi
-    rm -rf "$out"
-    "$PYTHON" scripts/timm_baseline.py --out "$out" --seed "$1" --epochs "$TIMM_EPOCHS" $TIMM_ARGS
+    local resume=--resume
+    [ -f "$out/checkpoint.pt" ] || { rm -rf "$out"; resume=; }
+    "$PYTHON" scripts/timm_baseline.py --out "$out" --seed "$1" --epochs "$TIMM_EPOCHS" $TIMM_ARGS $resume
   else
     scripts/train_or_resume.sh "$out" "$@"
   fi > "$out.log" 2>&1 || { echo "failed: $out (see $out.log)" >&2; exit 255; }

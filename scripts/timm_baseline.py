@@ -7,6 +7,10 @@ decay 0.05 (not on norms, biases or the position table: timm's own parameter gro
 clipping 1.0, one warm-up epoch then cosine to 1e-5 per step, batch 128, reflect-pad-4 random crop + horizontal flip
 applied to whole batches, the full test split evaluated after every epoch. It reads the same CIFAR-10 files as train.py
 and writes OUT/metrics.jsonl in train.py's format (``test_acc`` a fraction, ``elapsed_s`` training + evaluation).
+
+After every epoch it also writes OUT/checkpoint.pt (model, optimiser, step, elapsed time and the generator that draws
+orders, crops and flips), so ``--resume`` continues an interrupted baseline from its last finished epoch with exactly
+the numbers of an uninterrupted run; ``elapsed_s`` counts the time of the runs only, not the pause.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from timm.optim import create_optimizer_v2
 from timm.scheduler import CosineLRScheduler
 
 from vitpe.data import DataError, channel_stats, load_cifar
+from vitpe.engine.checkpoint import save_atomic, write_text_atomic
 from vitpe.data.loader import random_crop, random_hflip
 
 BASELINE = "timm plain loop"  # the label scripts/summarise.py gives these runs
@@ -44,9 +49,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--train-limit", type=int, default=0, help="use the first N training images (0 = all)")
     parser.add_argument("--test-limit", type=int, default=0)
+    parser.add_argument("--resume", action="store_true", help="continue the baseline in --out from its checkpoint")
     args = parser.parse_args(argv)
-    if (args.out / "metrics.jsonl").exists():
-        print(f"error: {args.out} already holds a baseline run; choose another --out", file=sys.stderr)
+    checkpoint_path, metrics_path = args.out / "checkpoint.pt", args.out / "metrics.jsonl"
+    if args.resume and not checkpoint_path.exists():
+        print(f"error: {args.out} holds no baseline checkpoint to resume; run without --resume", file=sys.stderr)
+        return 2
+    if not args.resume and metrics_path.exists():
+        print(f"error: {args.out} already holds a baseline run; choose another --out (or --resume it)",
+              file=sys.stderr)
         return 2
     try:
         train, test = load_cifar(args.data_root, "cifar10", "train"), load_cifar(args.data_root, "cifar10", "test")
@@ -63,12 +74,26 @@ def main(argv: list[str] | None = None) -> int:
     optimizer = create_optimizer_v2(model, "adamw", lr=1e-3, weight_decay=0.05)
     scheduler = CosineLRScheduler(optimizer, t_initial=max((args.epochs - 1) * steps, 1), lr_min=1e-5, warmup_t=steps,
                                   warmup_lr_init=1e-5, warmup_prefix=True, t_in_epochs=False)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "config.json").write_text(json.dumps({**vars(args), "out": str(args.out), "baseline": BASELINE},
-                                                     indent=1) + "\n")
+    config = {**{k: v for k, v in vars(args).items() if k != "resume"}, "out": str(args.out), "baseline": BASELINE}
     g = torch.Generator().manual_seed(args.seed)
-    started, step = time.perf_counter(), 0
-    for epoch in range(args.epochs):
+    step, first_epoch, elapsed_before = 0, 0, 0.0
+    if args.resume:
+        state = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
+        if state["config"] != config:
+            print(f"error: {checkpoint_path} was written with other options ({state['config']}); resume with those",
+                  file=sys.stderr)
+            return 2
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        g.set_state(state["generator"])
+        step, first_epoch, elapsed_before = state["step"], state["epoch"], state["elapsed_s"]
+        records = metrics_path.read_text().splitlines()[:first_epoch] if metrics_path.exists() else []
+        write_text_atomic("".join(line + "\n" for line in records), metrics_path)  # drop a record past the checkpoint
+    else:
+        args.out.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(json.dumps(config, indent=1) + "\n", args.out / "config.json")
+    started = time.perf_counter() - elapsed_before
+    for epoch in range(first_epoch, args.epochs):
         model.train()
         order = torch.randperm(len(train), generator=g)
         loss_sum = correct = 0.0
@@ -94,8 +119,11 @@ def main(argv: list[str] | None = None) -> int:
         record = {"epoch": epoch + 1, "step": step, "train_loss": loss_sum / (steps * batch),
                   "train_acc": correct / (steps * batch), "test_acc": right / len(test),
                   "elapsed_s": time.perf_counter() - started}
-        with (args.out / "metrics.jsonl").open("a") as f:
+        with metrics_path.open("a") as f:
             f.write(json.dumps(record) + "\n")
+        save_atomic({"config": config, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                     "generator": g.get_state(), "step": step, "epoch": epoch + 1,
+                     "elapsed_s": record["elapsed_s"]}, checkpoint_path)
         print(f"epoch {epoch + 1}/{args.epochs}  train_loss {record['train_loss']:.4f}  test_acc "
               f"{record['test_acc']:.4f}  {record['elapsed_s']:.0f}s", flush=True)
     return 0

@@ -4,12 +4,14 @@ import contextlib
 import importlib.util
 import io
 import json
+import time
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,6 +123,31 @@ def test_timm_baseline_trains_and_records_like_train_py(tmp_path):
     assert all(0 <= r["test_acc"] <= 1 and r["elapsed_s"] > 0 for r in records)
     assert records[1]["train_loss"] < records[0]["train_loss"]
     assert script_main("timm_baseline", *args)[0] == 2  # never overwrites a finished baseline
+
+
+@pytest.mark.skipif(not (DATA / "cifar-10-batches-py").is_dir(), reason="CIFAR-10 not in VITPE_DATA")
+def test_timm_baseline_resumes_to_the_uninterrupted_numbers(tmp_path):
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # every run with the same threads: the same float sums
+
+    def baseline(out, *extra):
+        return [sys.executable, str(ROOT / "scripts" / "timm_baseline.py"), "--out", str(out), "--data-root",
+                str(DATA), "--train-limit", "640", "--test-limit", "200", "--epochs", "3", *extra]
+
+    assert subprocess.run(baseline(whole), env=env, capture_output=True).returncode == 0
+    assert subprocess.run(baseline(cut, "--resume"), env=env, capture_output=True).returncode == 2  # nothing yet
+    run = subprocess.Popen(baseline(cut), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (cut / "checkpoint.pt").exists() and run.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    run.kill()  # killed after its first checkpoint, somewhere in epoch 2
+    run.wait()
+    assert len((cut / "metrics.jsonl").read_text().splitlines()) < 3  # it was cut short
+    assert subprocess.run(baseline(cut, "--resume"), env=env, capture_output=True).returncode == 0
+    keys = ("epoch", "step", "train_loss", "train_acc", "test_acc")
+    records = [[{k: json.loads(line)[k] for k in keys} for line in (r / "metrics.jsonl").read_text().splitlines()]
+               for r in (whole, cut)]
+    assert records[0] == records[1] and len(records[0]) == 3
 
 
 def _records(runs: dict[str, float], n: int = 100) -> list[dict]:
