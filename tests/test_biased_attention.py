@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from vitpe.models.biased_attention import biased_attention, takes_fast_path
+from vitpe.models.biased_attention import EXPLICIT_UP_TO, biased_attention, takes_fast_path
 
 
 def run(attend, tokens, generator_seed=0):
@@ -32,5 +32,7 @@ def test_only_a_learned_float32_bias_in_eager_cpu_training_takes_it():
     assert takes_fast_path(q, learned)
     assert not takes_fast_path(q, learned.detach())
     assert not takes_fast_path(q.double(), learned.double())
+    long = torch.randn(1, 2, EXPLICIT_UP_TO + 1, 4)
+    assert not takes_fast_path(long, torch.zeros(2, EXPLICIT_UP_TO + 1, EXPLICIT_UP_TO + 1, requires_grad=True))
     with torch.no_grad():
         assert not takes_fast_path(q, learned)

@@ -4,8 +4,11 @@
 needs no gradient. A learned bias (``relbias``, ``cpb``) sends it to its math fallback, which materialises the scores
 (B, nH, T, T) like any explicit attention but also scales q and k separately and guards its softmax against fully
 masked rows (three extra passes over the scores). A bias, unlike a padding mask, never masks a row, so the plain
-formula ``softmax(q k^T / sqrt(Dh) + bias) v`` under autograd gives the same result and gradients with fewer passes
-(``BENCHMARKS.md`` has the figures, and the fused-kernel variant that was tried and not adopted).
+formula ``softmax(q k^T / sqrt(Dh) + bias) v`` under autograd gives the same result and gradients with fewer passes.
+Measured (``BENCHMARKS.md``), that pays at short sequences -- at 65 tokens (32 px, patch 4) it cut ``relbias``'s
+training-step overhead over no PE from ~11% to ~2% -- and not at long ones (257 tokens: the same or slower than the
+fallback), so it is taken up to :data:`EXPLICIT_UP_TO` tokens. The fused-kernel variant with a recomputed bias
+gradient was tried and not adopted (``BENCHMARKS.md``).
 
 Only float32 on the CPU in eager training takes this path; everything else (CUDA, whose fused kernels take a bias
 gradient; autocast; ``torch.compile``, which fuses the fallback itself; a bias without gradient) stays with SDPA.
@@ -16,11 +19,14 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+EXPLICIT_UP_TO = 128  # tokens; measured: a clear gain at 65, even at 145, none at 257 (1 CPU thread)
+
 
 def takes_fast_path(q: torch.Tensor, bias: torch.Tensor) -> bool:
-    """Whether :func:`biased_attention` replaces SDPA for these inputs (learned float32 bias on the CPU, eager)."""
+    """Whether :func:`biased_attention` replaces SDPA for these inputs (learned float32 bias on the CPU, eager, at most
+    :data:`EXPLICIT_UP_TO` tokens)."""
     return (bias.requires_grad and torch.is_grad_enabled() and q.device.type == "cpu" and q.dtype == torch.float32
-            and bias.dtype == torch.float32 and not torch.compiler.is_compiling())
+            and bias.dtype == torch.float32 and q.shape[-2] <= EXPLICIT_UP_TO and not torch.compiler.is_compiling())
 
 
 def biased_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
