@@ -2,7 +2,8 @@
 
 Shapes: B batch, T tokens (prefix + grid), D width, nH heads, Dh = D / nH head dim.
 The block never knows which PE it hosts: it calls the PE's hooks (see :mod:`vitpe.pe.base`) and
-``torch.nn.functional.scaled_dot_product_attention`` does the rest (a logits-site bias goes in as a float mask).
+``torch.nn.functional.scaled_dot_product_attention`` does the rest (a logits-site bias goes in as a float mask; a
+learned bias in CPU training goes to :mod:`vitpe.models.biased_attention` instead).
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ class Attention(nn.Module):
             if mask is not None:
                 mask = mask.to(q.dtype)
                 if key_mask is None and not mask.requires_grad:
-                    # a stride-0 batch view keeps SDPA on its fused CPU kernel (a 3D mask costs ~25% more there)
+                    # a stride-0 batch view keeps SDPA on its fused CPU kernel (a 3D mask costs ~25% more there); a bias
+                    # that needs a gradient stays 3D, whose backward is cheaper than reducing a (B, nH, T, T) gradient
                     mask = mask.expand(B, -1, -1, -1)  # (B, nH, T, T), no copy
             if key_mask is not None:
                 mask = key_mask.to(q.dtype) if mask is None else mask + key_mask.to(q.dtype)  # (B, nH, T, T)
