@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Reproduce the README's resolution table of the first CPU recipe: train configs/cifar10_8ep.yaml with each PE given (default: the six of the
-# resolution table), then evaluate the runs across resolutions. Runs that already finished are skipped; an interrupted one
-# is resumed. Usage: VITPE_DATA=/path/to/data scripts/cpu_recipe.sh [RUNS_DIR] [PE ...]
+# Reproduce the resolution table of the first CPU recipe (RESULTS.md): train configs/cifar10_8ep.yaml with each PE
+# given (default: the six of the table), then evaluate the runs across resolutions. Runs that already finished are
+# skipped; an interrupted one is resumed. Usage: VITPE_DATA=/path/to/data scripts/cpu_recipe.sh [RUNS_DIR] [PE ...]
 set -euo pipefail
 export PYTHON=${PYTHON:-python}  # the interpreter to run (tests pass their own)
 cd "$(dirname "$0")/.."

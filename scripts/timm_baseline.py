@@ -29,8 +29,9 @@ from timm.optim import create_optimizer_v2
 from timm.scheduler import CosineLRScheduler
 
 from vitpe.data import DataError, channel_stats, load_cifar
-from vitpe.engine.checkpoint import save_atomic, write_text_atomic
 from vitpe.data.loader import random_crop, random_hflip
+from vitpe.engine.checkpoint import save_atomic, write_text_atomic
+from vitpe.engine.metrics_file import append_record, read_records, save_records
 
 BASELINE = "timm plain loop"  # the label scripts/summarise.py gives these runs
 
@@ -87,8 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         optimizer.load_state_dict(state["optimizer"])
         g.set_state(state["generator"])
         step, first_epoch, elapsed_before = state["step"], state["epoch"], state["elapsed_s"]
-        records = metrics_path.read_text().splitlines()[:first_epoch] if metrics_path.exists() else []
-        write_text_atomic("".join(line + "\n" for line in records), metrics_path)  # drop a record past the checkpoint
+        save_records(read_records(metrics_path)[:first_epoch], metrics_path)  # drop a record past the checkpoint
     else:
         args.out.mkdir(parents=True, exist_ok=True)
         write_text_atomic(json.dumps(config, indent=1) + "\n", args.out / "config.json")
@@ -119,8 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         record = {"epoch": epoch + 1, "step": step, "train_loss": loss_sum / (steps * batch),
                   "train_acc": correct / (steps * batch), "test_acc": right / len(test),
                   "elapsed_s": time.perf_counter() - started}
-        with metrics_path.open("a") as f:
-            f.write(json.dumps(record) + "\n")
+        append_record(record, metrics_path)
         save_atomic({"config": config, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                      "generator": g.get_state(), "step": step, "epoch": epoch + 1,
                      "elapsed_s": record["elapsed_s"]}, checkpoint_path)

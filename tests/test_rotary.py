@@ -67,7 +67,8 @@ def test_fused_qk_rotation_numerical_gradients_and_errors():
     qkv = torch.randn(3, 2, 5, 6, dtype=torch.double, requires_grad=True)
     angles = torch.randn(5, 3, dtype=torch.double, requires_grad=True)
     assert torch.autograd.gradcheck(lambda x, a: rotate_qk_of_qkv(x, a.cos(), a.sin()), (qkv, angles))
-    low = rotate_qk_of_qkv(qkv.detach().to(torch.bfloat16), angles.detach().float().cos(), angles.detach().float().sin())
+    cos, sin = angles.detach().float().cos(), angles.detach().float().sin()
+    low = rotate_qk_of_qkv(qkv.detach().to(torch.bfloat16), cos, sin)
     assert [t.dtype for t in low] == [torch.bfloat16] * 3
     with pytest.raises(ValueError, match="stacked"):
         rotate_qk_of_qkv(qkv[:2], angles.cos(), angles.sin())

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,8 +5,8 @@
 All variants of one measurement live in one process and are timed interleaved (A B C ... C A B ..., in a fresh seeded
 order each round), so machine noise hits them alike; each figure is the median over ``--repeats`` rounds (default 9)
 of ``--steps`` steps. A second ``none`` model runs in the same rounds; its difference to the first is the noise floor
-printed next to every overhead. A training step is forward, cross-entropy, backward and an AdamW step on a fixed random batch;
-inference is a forward under ``torch.inference_mode``. On CUDA, steps run under bf16 autocast and are synchronised
+printed next to every overhead. A training step is forward, cross-entropy, backward and an AdamW step on a fixed
+random batch; inference is a forward under ``torch.inference_mode``. On CUDA, steps run under bf16 autocast and are synchronised
 before the clock is read. Writes ``DIR/bench.json`` and ``DIR/bench.md``.
 """
 
@@ -221,7 +221,7 @@ def machine() -> dict[str, Any]:
 
 def markdown(result: dict[str, Any]) -> str:
     cfg = result["config"]
-    lines = [f"# vitpe benchmark", "",
+    lines = ["# vitpe benchmark", "",
              f"{result['machine']['processor']}, {result['machine']['cpu_threads']} threads"
              f"{', ' + result['machine']['gpu'] if 'gpu' in result['machine'] else ''}; torch {result['torch']}, "
              f"timm {result['timm']}; device {cfg['device']}; ViT dim {cfg['dim']}, depth {cfg['depth']}, "

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from vitpe.pe.composed import SEPARATOR
+from vitpe.pe.composed import SEPARATOR, member_names
 
 #: The families :func:`vitpe.from_timm` converts, for error messages.
 SUPPORTED = ("timm VisionTransformer (vit_*, deit3_*, *_dinov2, *_reg*_gap_*: learned absolute positions)",
@@ -121,7 +121,7 @@ def complete_state(converted: Converted, model: nn.Module) -> Converted:
     (``reference_grid``, of the PE and of each member of a composed one) and a zero bias for output projections that
     have none in timm (vitpe's always has one; zero is the same map)."""
     pe, grid = converted.vit_kwargs["pe"], torch.tensor(tuple(model.patch_embed.grid_size))
-    members = pe.split(SEPARATOR) if SEPARATOR in pe else []
+    members = member_names(pe) if SEPARATOR in pe else []
     for key in ["pe.reference_grid", *(pe_key(pe, m, "reference_grid") for m in members)]:
         converted.state_dict[key] = grid.clone()
     for i, block in enumerate(model.blocks):

@@ -6,7 +6,7 @@ needs no gradient. A learned bias (``relbias``, ``cpb``) sends it to its math fa
 masked rows (three extra passes over the scores). A bias, unlike a padding mask, never masks a row, so the plain
 formula ``softmax(q k^T / sqrt(Dh) + bias) v`` under autograd gives the same result and gradients with fewer passes.
 Measured (``BENCHMARKS.md``), that pays at short sequences -- at 65 tokens (32 px, patch 4) it cut ``relbias``'s
-training-step overhead over no PE from ~11% to ~2% -- and not at long ones (257 tokens: the same or slower than the
+training-step overhead over no PE from ~11% to 2.5-4% -- and not at long ones (257 tokens: the same or slower than the
 fallback), so it is taken up to :data:`EXPLICIT_UP_TO` tokens. The fused-kernel variant with a recomputed bias
 gradient was tried and not adopted (``BENCHMARKS.md``).
 
@@ -18,7 +18,6 @@ take a bias gradient; autocast; a bias without gradient) stays with SDPA.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 EXPLICIT_UP_TO = 128  # tokens; measured: a clear gain at 65, even at 145, none at 257 (1 CPU thread)
 
@@ -31,9 +30,7 @@ def takes_fast_path(q: torch.Tensor, bias: torch.Tensor) -> bool:
 
 
 def biased_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """``softmax(q k^T / sqrt(Dh) + bias) v`` for q, k, v (B, nH, T, Dh) and a bias (nH, T, T) or (B, nH, T, T) that
-    needs a gradient; SDPA where :func:`takes_fast_path` says no."""
-    if not takes_fast_path(q, bias):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    """``softmax(q k^T / sqrt(Dh) + bias) v`` for q, k, v (B, nH, T, Dh) and a bias (nH, T, T) or (B, nH, T, T), with
+    autograd's gradients; the caller takes it where :func:`takes_fast_path` says so, SDPA elsewhere."""
     scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-1, -2)) + bias  # (B, nH, T, T)
     return torch.matmul(scores.softmax(-1), v)  # (B, nH, T, Dh)

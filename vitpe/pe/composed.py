@@ -75,7 +75,8 @@ class ComposedEncoding(PositionEncoding):
             x = member.rotate(x, s, layer)
         return x
 
-    def rotate_qkv(self, qkv: torch.Tensor, state: tuple, layer: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def rotate_qkv(self, qkv: torch.Tensor, state: tuple, layer: int
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         rotary = [(member, s) for member, s in zip(self.members.values(), state) if "qk" in member.sites]
         if len(rotary) == 1:  # the one rotating member's fused form
             member, s = rotary[0]

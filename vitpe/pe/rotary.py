@@ -149,6 +149,6 @@ def rotate_qk_of_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
     if qkv.shape[0] != 3:
         raise ValueError(f"rotary: expected stacked (q, k, v) of shape (3, ..., T, Dh), got {tuple(qkv.shape)}")
     if torch.compiler.is_compiling():
-        q, k, v = qkv.unbind(0)
-        return _composed(q, cos, sin), _composed(k, cos, sin), v
+        q, k = _composed(qkv[:2], cos, sin).unbind(0)  # (2, ..., T, Dh) -> 2 x (..., T, Dh)
+        return q, k, qkv[2]
     return _RotaryQK.apply(qkv, cos, sin)
