@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from vitpe.pe.grid import Grid, as_grid, check_resize_mode
+from vitpe.pe.layout import unbind_in_memory_order
 
 SITES = ("none", "tokens", "qk", "logits")
 _CACHE_SIZE = 32
@@ -141,7 +142,7 @@ class PositionEncoding(nn.Module):
     def rotate_qkv(self, qkv: torch.Tensor, state: Any, layer: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q,k site on stacked projections ``qkv`` (3, ..., nH, P + N, Dh) -> ``(q, k, v)``, q and k rotated as by
         :meth:`rotate`; a PE may override it with a fused form that gives the same result."""
-        q, k, v = qkv.unbind(0)  # 3 x (..., nH, P + N, Dh); unbinding all three keeps the backward a single stack
+        q, k, v = unbind_in_memory_order(qkv)  # 3 x (..., nH, P + N, Dh); the backward is one stack in qkv's order
         return self.rotate(q, state, layer), self.rotate(k, state, layer), v
 
     def attention_bias(self, state: Any, layer: int) -> torch.Tensor | None:
