@@ -1,26 +1,46 @@
 #!/usr/bin/env bash
-# Reproduce the README's text results: SST-2 dev accuracy per PE, and length extrapolation on the synthetic tasks
-# (train on 8-16 tokens, test at 16, 32, 64, 128). Finished runs are skipped, interrupted ones resumed, finished
-# evaluations reused. Usage: VITPE_DATA=/path/to/data scripts/text_experiments.sh [RUNS_DIR]
+# Reproduce RESULTS.md's text results: SST-2 dev accuracy per PE, and length extrapolation on the synthetic tasks
+# (train on 8-16 tokens, test at 16, 32, 64, 128), every PE with every seed (mean ± std over seeds in the tables).
+# Finished runs are skipped, interrupted ones resumed, finished evaluations reused.
+#
+#   VITPE_DATA=/path/to/data [PYTHON=python] [SEEDS="0 1 2"] [LENGTH_PES="..."] [SST2_PES="..."] \
+#     [EXTRA="key=value ..."] scripts/text_experiments.sh [RUNS_DIR]
+#
+# EXTRA overrides are added to every training (whitespace-separated, so no spaces inside a value).
 set -euo pipefail
 export PYTHON=${PYTHON:-python}  # the interpreter to run (tests pass their own)
 cd "$(dirname "$0")/.."
 runs=${1:-runs/text}
-sst2_pes=(${SST2_PES:-none learnable sincos rope_axial})
-length_pes=(${LENGTH_PES:-none learnable sincos rope_axial relbias alibi})
+seeds=(${SEEDS:-0 1 2})
+extra=${EXTRA:-}
+sst2_pes=(${SST2_PES-none learnable sincos rope_axial})
+length_pes=(${LENGTH_PES-none learnable sincos rope_axial relbias alibi})
+
+train_seeds() {  # train_seeds NAME CONFIG PE...: every PE with every seed as RUNS/NAME_PE_sSEED; prints the run folders
+  local name=$1 config=$2
+  shift 2
+  for seed in "${seeds[@]}"; do
+    for pe in "$@"; do
+      local out="$runs/${name}_${pe}_s$seed"
+      scripts/train_or_resume.sh "$out" "$config" model.pe="$pe" train.seed="$seed" $extra > "$out.log" 2>&1 ||
+        { echo "failed: $out (see $out.log)" >&2; exit 255; }
+      echo "$out"
+    done
+  done
+}
+
+mkdir -p "$runs"
+reports=()
 for task in order adjacent; do
-  for pe in "${length_pes[@]}"; do
-    scripts/train_or_resume.sh "$runs/${task}_$pe" "configs/$task.yaml" model.pe="$pe"
-  done
-  "$PYTHON" eval.py "${length_pes[@]/#/$runs/${task}_}" --lengths 16,32,64,128 --pe-resize interpolate,extrapolate \
-    --out "$runs/length_$task"
+  [ ${#length_pes[@]} -gt 0 ] || break
+  task_runs=($(train_seeds "$task" "configs/$task.yaml" "${length_pes[@]}"))
+  "$PYTHON" eval.py "${task_runs[@]}" --lengths 16,32,64,128 --pe-resize interpolate,extrapolate \
+    --out "$runs/length_$task" > "$runs/length_$task.log" 2>&1 || { echo "failed: eval (see $runs/length_$task.log)" >&2; exit 255; }
+  reports+=("$runs/length_$task/length.md")
 done
-sst2_runs=()
-for seed in ${SST2_SEEDS:-0 1}; do
-  for pe in "${sst2_pes[@]}"; do
-    scripts/train_or_resume.sh "$runs/sst2_${pe}_s$seed" configs/sst2.yaml model.pe="$pe" train.seed="$seed"
-    sst2_runs+=("$runs/sst2_${pe}_s$seed")
-  done
-done
-"$PYTHON" scripts/summarise.py "${sst2_runs[@]}" > "$runs/sst2.md"
-cat "$runs/length_order/length.md" "$runs/length_adjacent/length.md" "$runs/sst2.md"
+if [ ${#sst2_pes[@]} -gt 0 ]; then
+  sst2_runs=($(train_seeds sst2 configs/sst2.yaml "${sst2_pes[@]}"))
+  "$PYTHON" scripts/summarise.py "${sst2_runs[@]}" > "$runs/sst2.md"
+  reports+=("$runs/sst2.md")
+fi
+cat "${reports[@]}"

@@ -193,3 +193,23 @@ def test_recipe_vs_timm_runs_both_side_by_side_and_tabulates(tmp_path):
     again = subprocess.run(["bash", "scripts/recipe_vs_timm.sh", str(runs)], cwd=ROOT, env=env, capture_output=True,
                            text=True, timeout=600)
     assert again.returncode == 0 and (runs / "accuracy.md").read_text() == table  # finished runs are kept
+
+
+def test_text_experiments_script_trains_every_seed_and_averages_them(tmp_path):
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "SEEDS": "0 1", "LENGTH_PES": "none",
+           "SST2_PES": "", "EXTRA": "train.epochs=1 data.synthetic_size=128 model.dim=16 model.heads=2",
+           "OMP_NUM_THREADS": "1"}
+    runs = tmp_path / "text"
+    subprocess.run(["bash", "scripts/text_experiments.sh", str(runs)], cwd=ROOT, env=env, check=True,
+                   capture_output=True)
+    for task in ("order", "adjacent"):
+        for seed in (0, 1):
+            config = yaml.safe_load((runs / f"{task}_none_s{seed}" / "config.yaml").read_text())
+            assert config["train"]["seed"] == seed and config["data"]["synthetic_size"] == 128
+        table = (runs / f"length_{task}" / "length.md").read_text()
+        assert "| none | interpolate |" in table and "(2)" in table  # the two seeds averaged in every cell
+    checkpoint = runs / "order_none_s0" / "checkpoint.pt"
+    before = checkpoint.stat().st_mtime_ns
+    subprocess.run(["bash", "scripts/text_experiments.sh", str(runs)], cwd=ROOT, env=env, check=True,
+                   capture_output=True)
+    assert checkpoint.stat().st_mtime_ns == before  # finished runs are skipped
