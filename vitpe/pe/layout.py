@@ -3,8 +3,8 @@
 The attention views its qkv Linear's output (B, T, 3 D) as ``qkv`` (3, B, nH, T, Dh): a permutation, no copy. Autograd's
 backward of ``qkv.unbind(0)`` stacks the three gradients into a *contiguous* (3, B, nH, T, Dh) tensor, which the
 Linear's backward then has to copy back into (B, T, 3 D) order -- one extra pass over 3 B T D floats per layer (timm's
-attention pays it too). Unbinding along the memory order instead makes that stack land in the Linear's order, and the
-fused rotation allocates its buffers in the same order for the same reason.
+attention pays it too). Unbinding along the memory order instead makes that stack land in the Linear's order. (The
+fused rotation of :mod:`vitpe.pe.rotary` keeps contiguous buffers: writing them in this order measured slower.)
 """
 
 from __future__ import annotations
@@ -18,13 +18,8 @@ def memory_order(x: torch.Tensor) -> list[int]:
 
 
 def _inverse(order: list[int]) -> list[int]:
+    """The permutation that undoes ``order``."""
     return sorted(range(len(order)), key=order.__getitem__)
-
-
-def empty_in_order(shape: tuple[int, ...] | torch.Size, order: list[int], dtype: torch.dtype,
-                   device: torch.device) -> torch.Tensor:
-    """Uninitialised tensor of logical ``shape`` whose memory runs through the dimensions in ``order``."""
-    return torch.empty([shape[d] for d in order], dtype=dtype, device=device).permute(_inverse(order))
 
 
 def unbind_in_memory_order(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
