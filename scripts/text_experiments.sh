@@ -16,14 +16,19 @@ extra=${EXTRA:-}
 sst2_pes=(${SST2_PES-none learnable sincos rope_axial})
 length_pes=(${LENGTH_PES-none learnable sincos rope_axial relbias alibi})
 
+logged() {  # logged LOG CMD...: run CMD with its output in LOG; when it fails, say where to look and stop
+  local log=$1
+  shift
+  "$@" > "$log" 2>&1 || { echo "failed: $* (see $log)" >&2; exit 255; }
+}
+
 train_seeds() {  # train_seeds NAME CONFIG PE...: every PE with every seed as RUNS/NAME_PE_sSEED; prints the run folders
   local name=$1 config=$2
   shift 2
   for seed in "${seeds[@]}"; do
     for pe in "$@"; do
       local out="$runs/${name}_${pe}_s$seed"
-      scripts/train_or_resume.sh "$out" "$config" model.pe="$pe" train.seed="$seed" $extra > "$out.log" 2>&1 ||
-        { echo "failed: $out (see $out.log)" >&2; exit 255; }
+      logged "$out.log" scripts/train_or_resume.sh "$out" "$config" model.pe="$pe" train.seed="$seed" $extra
       echo "$out"
     done
   done
@@ -31,16 +36,17 @@ train_seeds() {  # train_seeds NAME CONFIG PE...: every PE with every seed as RU
 
 mkdir -p "$runs"
 reports=()
-for task in order adjacent; do
-  [ ${#length_pes[@]} -gt 0 ] || break
-  task_runs=($(train_seeds "$task" "configs/$task.yaml" "${length_pes[@]}"))
-  "$PYTHON" eval.py "${task_runs[@]}" --lengths 16,32,64,128 --pe-resize interpolate,extrapolate \
-    --out "$runs/length_$task" > "$runs/length_$task.log" 2>&1 || { echo "failed: eval (see $runs/length_$task.log)" >&2; exit 255; }
-  reports+=("$runs/length_$task/length.md")
-done
+if [ ${#length_pes[@]} -gt 0 ]; then
+  for task in order adjacent; do
+    task_runs=($(train_seeds "$task" "configs/$task.yaml" "${length_pes[@]}"))
+    logged "$runs/length_$task.log" "$PYTHON" eval.py "${task_runs[@]}" --lengths 16,32,64,128 \
+      --pe-resize interpolate,extrapolate --out "$runs/length_$task"
+    reports+=("$runs/length_$task/length.md")
+  done
+fi
 if [ ${#sst2_pes[@]} -gt 0 ]; then
   sst2_runs=($(train_seeds sst2 configs/sst2.yaml "${sst2_pes[@]}"))
   "$PYTHON" scripts/summarise.py "${sst2_runs[@]}" > "$runs/sst2.md"
   reports+=("$runs/sst2.md")
 fi
-cat "${reports[@]}"
+[ ${#reports[@]} -eq 0 ] || cat "${reports[@]}"

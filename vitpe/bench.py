@@ -6,8 +6,8 @@ All variants of one measurement live in one process and are timed interleaved (A
 order each round), so machine noise hits them alike; each figure is the median over ``--repeats`` rounds (default 9)
 of ``--steps`` steps. A second ``none`` model runs in the same rounds; its difference to the first is the noise floor
 printed next to every overhead. A training step is forward, cross-entropy, backward and an AdamW step on a fixed
-random batch; inference is a forward under ``torch.inference_mode``. On CUDA, steps run under bf16 autocast and are synchronised
-before the clock is read. Writes ``DIR/bench.json`` and ``DIR/bench.md``.
+random batch; inference is a forward under ``torch.inference_mode``. On CUDA, steps run under bf16 autocast and are
+synchronised before the clock is read. Writes ``DIR/bench.json`` and ``DIR/bench.md``.
 """
 
 from __future__ import annotations
