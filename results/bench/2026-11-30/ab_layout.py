@@ -5,69 +5,64 @@ Run from the repository root, one thread:
     PYTHONPATH=. python results/bench/2026-11-30/ab_layout.py layer 32 none,rope_mixed,relbias,learnable 31
     PYTHONPATH=. python results/bench/2026-11-30/ab_layout.py model 32 none,learnable 31
 
-``layer``: one attention layer, forward + backward (train) and forward (infer), batch 128, dim 128, 4 heads.
-``model``: the whole ViT at those dims (depth 6, MLP ratio 2), AdamW step (train) and forward (infer).
-Old and new run interleaved in one process, in a fresh shuffled order each round; medians.
+``layer``: one attention layer (dim 128, 4 heads) with a mean-pooled head; ``model``: the ViT at the CPU recipe's dims
+(dim 128, depth 6, 4 heads, MLP ratio 2). Batch 128. Training steps and inference are :mod:`vitpe.bench`'s, timed by
+its ``interleaved`` (old and new of every PE in one process, shuffled rounds, medians).
 """
-import random
-import statistics
 import sys
-import time
 
 import torch
 
 import vitpe.pe
 import vitpe.pe.base as base
+from vitpe.bench import BenchConfig, infer_step_fn, interleaved, train_step_fn
 from vitpe.models.attention import Attention
 from vitpe.models.vit import ViT
 from vitpe.pe.layout import unbind_in_memory_order
 
-scope, px, pes, rounds = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(","), int(sys.argv[4])
-torch.set_num_threads(1)
 VARIANTS = {"old": lambda x: x.unbind(0), "new": unbind_in_memory_order}
-grid = (px // 4, px // 4)
-torch.manual_seed(0)
-if scope == "layer":
-    attn = Attention(128, 4)
-    x = torch.randn(128, grid[0] * grid[1], 128, requires_grad=True)
-    pe_modules = {p: vitpe.pe.build(p, dim=128, heads=4, depth=1, grid=grid) for p in pes}
-
-    def forward(p):
-        return attn(x, pe_modules[p], pe_modules[p].prepare(grid), 0).sum()
-
-    def train(p):
-        forward(p).backward()
-else:
-    images, labels = torch.randn(128, 3, px, px), torch.randint(0, 10, (128,))
-    models = {p: ViT(img_size=px, patch_size=4, dim=128, depth=6, heads=4, mlp_ratio=2, pe=p) for p in pes}
-    optims = {p: torch.optim.AdamW(m.parameters()) for p, m in models.items()}
-
-    def forward(p):
-        return torch.nn.functional.cross_entropy(models[p](images), labels)
-
-    def train(p):
-        optims[p].zero_grad(set_to_none=True)
-        forward(p).backward()
-        optims[p].step()
 
 
-def infer(p):
-    with torch.inference_mode():
-        forward(p)
+class OneLayer(torch.nn.Module):
+    """Patch tokens (B, T, D) -> one attention layer with ``pe`` -> mean over tokens (B, D) as logits."""
+
+    def __init__(self, pe: str, dim: int, heads: int, grid: tuple[int, int]):
+        super().__init__()
+        self.grid, self.attn = grid, Attention(dim, heads)
+        self.pe = vitpe.pe.build(pe, dim=dim, heads=heads, depth=1, grid=grid)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.attn(x, self.pe, self.pe.prepare(self.grid), 0).mean(1)
 
 
-for kind, step in (("train", train), ("infer", infer)):
-    times = {(p, v): [] for p in pes for v in VARIANTS}
-    for r in range(-1, rounds):  # round -1 warms up
-        order = list(times)
-        random.Random(r).shuffle(order)
-        for p, v in order:
-            base.unbind_in_memory_order = VARIANTS[v]
-            start = time.perf_counter()
-            step(p)
-            if r >= 0:
-                times[(p, v)].append(time.perf_counter() - start)
-    for p in pes:
-        old, new = (statistics.median(times[(p, v)]) for v in VARIANTS)
-        print(f"{kind} {p} {px}px: old {old * 1000:.1f} ms new {new * 1000:.1f} ms  new/old {new / old:.3f}")
-base.unbind_in_memory_order = unbind_in_memory_order
+def with_variant(variant: str, step):
+    def run() -> None:
+        base.unbind_in_memory_order = VARIANTS[variant]
+        step()
+    return run
+
+
+def main() -> None:
+    scope, px, pes, rounds = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(","), int(sys.argv[4])
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    cfg, device, grid = BenchConfig(repeats=rounds), torch.device("cpu"), (px // 4, px // 4)
+    if scope == "layer":
+        inputs = (torch.randn(cfg.batch, grid[0] * grid[1], 128),)
+        models = {pe: OneLayer(pe, 128, 4, grid) for pe in pes}
+    else:
+        inputs = (torch.randn(cfg.batch, 3, px, px),)
+        models = {pe: ViT(img_size=px, patch_size=4, dim=128, depth=6, heads=4, mlp_ratio=2, pe=pe) for pe in pes}
+    labels = torch.randint(0, 10, (cfg.batch,))
+    for kind in ("train", "infer"):
+        steps = {pe: train_step_fn(m, inputs, labels, device) if kind == "train" else infer_step_fn(m, inputs, device)
+                 for pe, m in models.items()}
+        times = interleaved({f"{pe}/{v}": with_variant(v, steps[pe]) for pe in pes for v in VARIANTS}, cfg, device)
+        for pe in pes:
+            old, new = times[f"{pe}/old"], times[f"{pe}/new"]
+            print(f"{kind} {pe} {px}px: old {old * 1000:.1f} ms new {new * 1000:.1f} ms  new/old {new / old:.3f}")
+    base.unbind_in_memory_order = unbind_in_memory_order
+
+
+if __name__ == "__main__":
+    main()
