@@ -41,8 +41,9 @@ if [ ${#single[@]} -gt 0 ]; then
 elif [ -z "${MULTI_PES:-}" ]; then
   echo "PES is empty: give MULTI_PES, the PEs of the multi-resolution runs" >&2
   exit 2
-else
-  : > "$runs/accuracy.md"
+else  # adding multi-resolution seeds: keep the folder's single-PE table, replace only its multi-resolution section
+  kept=$(awk '/^Multi-resolution training \(/ {exit} {print}' "$runs/accuracy.md" 2>/dev/null || true)
+  if [ -n "$kept" ]; then printf '%s\n' "$kept" > "$runs/accuracy.md"; else : > "$runs/accuracy.md"; fi
 fi
 
 best=(${MULTI_PES:-$("$PYTHON" scripts/summarise.py "${single[@]}" --best 2)})

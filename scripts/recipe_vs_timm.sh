@@ -4,11 +4,13 @@
 # and a recipe run share the machine, so their wall times compare), then one table (scripts/summarise.py: accuracy
 # and wall time, mean ± std over seeds, wall time relative to the baseline's).
 #
-#   VITPE_DATA=/path/to/data [PYTHON=python] [SEEDS="0 1 2"] [PES="learnable sincos rope_mixed cpb"] \
+#   VITPE_DATA=/path/to/data [PYTHON=python] [JOBS=2] [SEEDS="0 1 2"] [PES="learnable sincos rope_mixed cpb"] \
 #     [CONFIG=configs/cifar10.yaml] [EXTRA="key=value ..."] [TIMM_EPOCHS=10] [TIMM_ARGS="--train-limit N ..."] \
 #     scripts/recipe_vs_timm.sh [RUNS_DIR]
 #
-# Finished runs are skipped and interrupted ones resumed (a baseline from its last finished epoch).
+# Finished runs are skipped and interrupted ones resumed (a baseline from its last finished epoch). JOBS=1 runs one
+# training at a time, for a lane beside another one-thread training (each run still shares the machine with one
+# training, so wall times stay comparable); give each such lane its own SEEDS.
 set -euo pipefail
 export PYTHON=${PYTHON:-python}  # the interpreter to run (tests pass their own)
 cd "$(dirname "$0")/.."
@@ -19,6 +21,8 @@ pes=(${PES:-learnable sincos rope_mixed cpb})
 extra=${EXTRA:-}
 export TIMM_EPOCHS=${TIMM_EPOCHS:-10} TIMM_ARGS=${TIMM_ARGS:-}
 export OMP_NUM_THREADS=1
+jobs=${JOBS:-2}
+[[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "JOBS must be a positive whole number of trainings at a time, not '$jobs'" >&2; exit 2; }
 mkdir -p "$runs"
 
 run_one() {  # run_one timm OUT SEED | run_one vitpe OUT CONFIG key=value ...: one training, logged to OUT.log
@@ -38,5 +42,5 @@ export -f run_one
 for seed in "${seeds[@]}"; do  # a baseline and a recipe run start together, then the other PEs
   echo "timm $runs/timm_s$seed $seed"
   for pe in "${pes[@]}"; do echo "vitpe $runs/${pe}_s$seed $config model.pe=$pe train.seed=$seed $extra"; done
-done | sed 's/[[:space:]]*$//' | xargs -r -P 2 -L 1 bash -c 'run_one "$@"' run_one
+done | sed 's/[[:space:]]*$//' | xargs -r -P "$jobs" -L 1 bash -c 'run_one "$@"' run_one
 "$PYTHON" scripts/summarise.py "$runs"/*_s[0-9]*/ | tee "$runs/accuracy.md"

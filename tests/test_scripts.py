@@ -82,6 +82,8 @@ def test_compare_script_trains_picks_and_evaluates(tmp_path):
                           env={**env, "PES": "", "SEEDS": "1", "MULTI_PES": "none"})
     assert more.returncode == 0, more.stderr[-2000:]
     assert (runs / "multires_none_s1" / "checkpoint.pt").is_file() and not (runs / "none_s1").exists()
+    table = (runs / "accuracy.md").read_text()  # the single-PE table stays; its multi-resolution section is replaced
+    assert "| learnable |" in table and table.count("Multi-resolution training") == 1
     refused = subprocess.run(["bash", "scripts/compare.sh", str(runs)], cwd=ROOT, capture_output=True, text=True,
                              env={**env, "PES": ""})
     assert refused.returncode == 2 and "give MULTI_PES" in refused.stderr
@@ -193,6 +195,9 @@ def test_recipe_vs_timm_runs_both_side_by_side_and_tabulates(tmp_path):
     again = subprocess.run(["bash", "scripts/recipe_vs_timm.sh", str(runs)], cwd=ROOT, env=env, capture_output=True,
                            text=True, timeout=600)
     assert again.returncode == 0 and (runs / "accuracy.md").read_text() == table  # finished runs are kept
+    refused = subprocess.run(["bash", "scripts/recipe_vs_timm.sh", str(runs)], cwd=ROOT, env={**env, "JOBS": "two"},
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "JOBS must be a positive whole number" in refused.stderr
 
 
 def test_text_experiments_script_trains_every_seed_and_averages_them(tmp_path):
