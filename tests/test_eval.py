@@ -139,3 +139,32 @@ def test_reduced_resolution_runs_train_and_test_below_the_native_size(tmp_path):
         trained = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
         at_8 = next(r for r in records if r["run"] == run.name and r["resolution"] == 8)
         assert at_8["accuracy"] == trained["test_acc"]
+
+
+def test_gains_pair_each_run_with_its_own_training_size():
+    from vitpe.resolution.report import gains_table, paired_gains
+
+    def record(run, size, acc, mode="interpolate"):
+        return {"run": run, "pe": "sincos", "group": "sincos", "pe_resize": mode, "resolution": size,
+                "train_resolution": 16, "accuracy": acc}
+
+    # seed 1 is 10 points better everywhere: the accuracy table's spread is large, the paired gain's is not
+    records = [record("s0", 16, 0.50), record("s0", 24, 0.52), record("s0", 32, 0.49),
+               record("s1", 16, 0.60), record("s1", 24, 0.63), record("s1", 32, 0.58),
+               record("s0", 24, None), record("other", 24, 0.7)]  # no result / no training-size record: left out
+    gains = {(g["pe_resize"], g["resolution"]): g for g in paired_gains(records, "resolution")}
+    assert set(gains) == {("interpolate", 16), ("interpolate", 24), ("interpolate", 32)}
+    assert gains[("interpolate", 24)]["runs"] == 2
+    assert gains[("interpolate", 24)]["mean"] == pytest.approx(0.025)
+    assert gains[("interpolate", 24)]["std"] == pytest.approx(0.00707, abs=1e-4)
+    assert gains[("interpolate", 32)]["mean"] == pytest.approx(-0.015)
+    table = gains_table(list(gains.values()), "resolution")
+    assert "| sincos | interpolate | 16 | +0.0 ± 0.0 | **+2.5 ± 0.7** | -1.5 ± 0.7 |" in table
+    assert gains_table([], "resolution") == ""
+
+
+def test_report_has_the_gain_table_and_keeps_the_training_size(runs, tmp_path):
+    _eval(runs, tmp_path)
+    assert "Change against the training resolution" in (tmp_path / "resolution.md").read_text()
+    records = json.loads((tmp_path / "resolution.json").read_text())
+    assert all(r["train_resolution"] == 16 for r in records)  # merge_sweeps.py can rebuild the gains from the json

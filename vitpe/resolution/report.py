@@ -1,7 +1,12 @@
 """Tables and plots of accuracy against resolution (or sequence length), one line per PE and resize mode.
 
 Records are dicts with ``run``, ``pe``, ``pe_resize``, ``accuracy`` (a fraction or None), ``loss``, ``n``, the
-x-axis key (``resolution`` or ``length``) and ``group`` (runs that differ only in seed share a group and are averaged).
+x-axis key (``resolution`` or ``length``), ``train_<x-axis key>`` (the size the run was trained at, when known) and
+``group`` (runs that differ only in seed share a group and are averaged).
+
+Besides accuracy, the markdown report gives each run's change against its own training size, averaged over the runs
+of a group: seeds move a whole curve up or down together, so the paired difference separates "testing at 24 px helps"
+from the spread between seeds, which the accuracy table's ± mixes in.
 """
 
 from __future__ import annotations
@@ -14,6 +19,10 @@ from pathlib import Path
 from typing import Any
 
 PUBLIC_KEYS = ("run", "pe", "pe_resize", "accuracy", "loss", "n", "reason")
+
+
+def _public_keys(x_key: str) -> tuple[str, ...]:
+    return (*PUBLIC_KEYS[:2], x_key, f"train_{x_key}", *PUBLIC_KEYS[2:])
 
 
 def _x_sort_key(value: Any) -> tuple:
@@ -58,19 +67,60 @@ def summarise(records: list[dict[str, Any]], x_key: str) -> list[dict[str, Any]]
     return rows
 
 
+def paired_gains(records: list[dict[str, Any]], x_key: str) -> list[dict[str, Any]]:
+    """Per (group, mode, x): mean and std over runs of ``accuracy(x) - accuracy(training size)``, each run against
+    itself in the same mode. Runs whose training size is unknown or was not evaluated are left out."""
+    labels = group_labels(records)
+    at_train = {(r["run"], r["pe_resize"]): r["accuracy"] for r in records
+                if r.get(f"train_{x_key}") is not None and r[x_key] == r[f"train_{x_key}"] and r["accuracy"] is not None}
+    cells: dict[tuple, list] = defaultdict(list)
+    for r in records:
+        base = at_train.get((r["run"], r["pe_resize"]))
+        if base is not None and r["accuracy"] is not None:
+            cells[(labels[r["group"]], r["pe_resize"], r[x_key], r[f"train_{x_key}"])].append(r["accuracy"] - base)
+    return [{"label": key[0], "pe_resize": key[1], x_key: key[2], f"train_{x_key}": key[3], "runs": len(values),
+             "mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
+            for key, values in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1], _x_sort_key(kv[0][2])))]
+
+
+def gains_table(gains: list[dict[str, Any]], x_key: str) -> str:
+    """The markdown of :func:`paired_gains`, the best size of each row in bold; empty without gains."""
+    if not gains:
+        return ""
+    xs = sorted({g[x_key] for g in gains}, key=_x_sort_key)
+    rows: dict[tuple, dict] = defaultdict(dict)
+    for g in gains:
+        rows[(g["label"], g["pe_resize"], g[f"train_{x_key}"])][g[x_key]] = g
+    lines = ["", f"Change against the training {x_key} (accuracy points, each run against itself, then mean ± std "
+             "over runs); the best of each row in bold.", "",
+             "| PE | mode | trained at | " + " | ".join(str(x) for x in xs) + " |", "|---|---|---|" + "---|" * len(xs)]
+    for (label, mode, trained), cells in rows.items():
+        best = max(cells.values(), key=lambda g: g["mean"])
+        out = []
+        for x in xs:
+            g = cells.get(x)
+            if g is None:
+                out.append("")
+                continue
+            text = f"{100 * g['mean']:+.1f}" + (f" ± {100 * g['std']:.1f}" if g["runs"] > 1 else "")
+            out.append(f"**{text}**" if g is best else text)
+        lines.append(f"| {label} | {mode} | {trained} | " + " | ".join(out) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def write_reports(records: list[dict[str, Any]], out_dir: str | Path, x_key: str, title: str) -> list[Path]:
     """Write ``<x_key>.json``, ``.csv``, ``.md`` and ``.png`` to ``out_dir``; returns the paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    public = [{k: r[k] for k in (PUBLIC_KEYS[:2] + (x_key,) + PUBLIC_KEYS[2:]) if k in r} for r in records]
+    public = [{k: r[k] for k in _public_keys(x_key) if k in r} for r in records]
     paths = [out / f"{x_key}.{ext}" for ext in ("json", "csv", "md", "png")]
     paths[0].write_text(json.dumps(public, indent=1) + "\n")
     with paths[1].open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=[*PUBLIC_KEYS[:2], x_key, *PUBLIC_KEYS[2:]])
+        writer = csv.DictWriter(f, fieldnames=_public_keys(x_key))
         writer.writeheader()
         writer.writerows(public)
     rows = summarise(records, x_key)
-    paths[2].write_text(markdown_table(rows, x_key, title))
+    paths[2].write_text(markdown_table(rows, x_key, title) + gains_table(paired_gains(records, x_key), x_key))
     plot(rows, records, x_key, title, paths[3])
     return paths
 
