@@ -1,6 +1,7 @@
 """Final accuracy of finished runs as a markdown table: one row per config (runs differing only in seed are grouped:
-mean ± std, the number of seeds), with wall time (training + per-epoch evaluation). Folders written by
-scripts/timm_baseline.py form a row of their own, and every row's wall time is then also given relative to theirs.
+mean ± std, the number of seeds), with wall time (training + per-epoch evaluation). Runs short of their planned epochs
+are left out, with a note on stderr. Folders written by scripts/timm_baseline.py form a row of their own, and every
+row's wall time is then also given relative to theirs.
 Usage: python scripts/summarise.py RUN_DIR [...] [--label KEY] [--best N]. With ``--best N`` it prints only the labels
 of the N best groups (highest mean accuracy), one per line.
 """
@@ -22,14 +23,17 @@ from vitpe.config import group_key
 BASELINE = "timm plain loop"
 
 
-def load(run: Path) -> tuple[dict, dict]:
-    """(config, last metrics record) of a run folder; a timm baseline's config is ``{"baseline": ...}``."""
+def load(run: Path) -> tuple[dict, dict, int | None]:
+    """(config, last metrics record, planned epochs or None) of a run folder; a timm baseline's config is
+    ``{"baseline": ...}``."""
     if (run / "config.yaml").is_file():
         config = yaml.safe_load((run / "config.yaml").read_text())
+        planned = (config.get("train") or {}).get("epochs")
     else:
-        config = {"baseline": json.loads((run / "config.json").read_text())["baseline"]}
+        baseline = json.loads((run / "config.json").read_text())
+        config, planned = {"baseline": baseline["baseline"]}, baseline.get("epochs")
     last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
-    return config, last
+    return config, last, planned
 
 
 def label_of(config: dict, dotted: str) -> str:
@@ -52,7 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         if not (run / "metrics.jsonl").is_file() or not (run / "metrics.jsonl").read_text().strip():
             print(f"skipping {run}: no finished epoch yet", file=sys.stderr)
             continue
-        config, last = load(run)
+        config, last, planned = load(run)
+        if planned is not None and last["epoch"] < planned:  # still training, or cut off: not a result yet
+            print(f"skipping {run}: unfinished (epoch {last['epoch']} of {planned})", file=sys.stderr)
+            continue
         groups[config["baseline"] if "baseline" in config else group_key(config)].append((run, config, last))
     rows = []
     for members in groups.values():

@@ -55,6 +55,12 @@ def test_summarise_groups_seeds_and_picks_the_best(tmp_path):
     table = summarise(*map(str, runs), str(timm))
     assert "| timm plain loop | 1 | 10 | 70.0 | 2.0 | 1.00 |" in table
     assert "| learnable | 1 | 3 | 66.0 | 1.0 | 0.50 |" in table
+    cut = fake_run(tmp_path / "d0", "alibi", 0, 0.60)  # planned 5 epochs, stopped after 3: no row
+    (cut / "config.yaml").write_text(yaml.safe_dump({"model": {"pe": "alibi"}, "train": {"seed": 0, "epochs": 5}}))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        table = summarise(*map(str, runs), str(cut))
+    assert "alibi" not in table and "unfinished (epoch 3 of 5)" in err.getvalue()
 
 
 def test_compare_script_trains_picks_and_evaluates(tmp_path):
