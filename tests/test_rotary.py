@@ -3,7 +3,17 @@
 import pytest
 import torch
 
+from vitpe.pe import rotary
 from vitpe.pe.rotary import rotate_half_pairs, rotate_qk_of_qkv
+
+
+@pytest.fixture(params=["whole", "sliced"])
+def slicing(request, monkeypatch):
+    """Rotations in one piece, or cut into slices (the path large batches take): two float32 (nH, T, Dh) = (2, 7, 8)
+    blocks per slice, so q alone (B = 5) goes in slices of 2, 2, 1 batch entries and q with k in slices of one."""
+    if request.param == "sliced":
+        monkeypatch.setattr(rotary, "SLICE_BYTES", 2 * 2 * 7 * 8 * 4)
+    return request.param
 
 
 def composed(x, cos, sin):
@@ -11,11 +21,11 @@ def composed(x, cos, sin):
     return torch.addcmul(x * torch.cat((cos, cos), -1), x.roll(x.shape[-1] // 2, dims=-1), torch.cat((-sin, sin), -1))
 
 
-def test_matches_the_composed_form_and_its_gradients():
+def test_matches_the_composed_form_and_its_gradients(slicing):
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(3, 2, 7, 8, generator=g, requires_grad=True)  # (B, nH, T, Dh)
+    x = torch.randn(5, 2, 7, 8, generator=g, requires_grad=True)  # (B, nH, T, Dh)
     angles = torch.randn(2, 7, 4, generator=g, requires_grad=True)  # per head: (nH, T, Dh/2)
-    grad = torch.randn(3, 2, 7, 8, generator=g)
+    grad = torch.randn(5, 2, 7, 8, generator=g)
     ours = rotate_half_pairs(x, angles.cos(), angles.sin())
     ours.backward(grad)
     ours_grads = x.grad.clone(), angles.grad.clone()
@@ -44,11 +54,11 @@ def test_keeps_the_input_dtype_and_checks_the_head_dim():
 
 
 @pytest.mark.parametrize("angle_shape", [(2, 7, 4), (7, 4)], ids=["per-head", "shared"])
-def test_fused_qk_rotation_matches_two_rotations_and_their_gradients(angle_shape):
+def test_fused_qk_rotation_matches_two_rotations_and_their_gradients(angle_shape, slicing):
     g = torch.Generator().manual_seed(1)
-    projections = torch.randn(3, 7, 3, 2, 8, generator=g, requires_grad=True)  # (B, T, 3, nH, Dh) as a Linear gives
+    projections = torch.randn(5, 7, 3, 2, 8, generator=g, requires_grad=True)  # (B, T, 3, nH, Dh) as a Linear gives
     angles = torch.randn(*angle_shape, generator=g, requires_grad=True)
-    out_grads = [torch.randn(3, 2, 7, 8, generator=g) for _ in range(3)]  # for q, k, v: (B, nH, T, Dh)
+    out_grads = [torch.randn(5, 2, 7, 8, generator=g) for _ in range(3)]  # for q, k, v: (B, nH, T, Dh)
 
     def run(split):
         projections.grad = angles.grad = None
@@ -74,3 +84,15 @@ def test_fused_qk_rotation_numerical_gradients_and_errors():
         rotate_qk_of_qkv(qkv[:2], angles.cos(), angles.sin())
     with pytest.raises(ValueError, match="head dim 6"):
         rotate_qk_of_qkv(qkv, angles[:, :2].cos(), angles[:, :2].sin())
+
+
+def test_slices_cover_the_batch_in_cache_sized_steps(monkeypatch):
+    monkeypatch.setattr(rotary, "SLICE_BYTES", 2 * 2 * 7 * 8 * 4)
+    cos = torch.ones(2, 7, 4)  # (nH, T, Dh/2): broadcast along q/k and batch, so either can be cut
+    q = torch.empty(5, 2, 7, 8)  # (B, nH, T, Dh)
+    assert rotary._slicing(q, cos, q) == (0, 2)  # two batch entries per slice
+    qk = torch.empty(2, 5, 2, 7, 8)  # (2, B, nH, T, Dh)
+    assert rotary._slicing(qk, cos, qk) == (1, 1)  # the larger leading dimension: batch
+    assert rotary._slicing(q[:2], cos, q[:2]) == (0, 0)  # small enough for one piece
+    per_sample = torch.ones(5, 2, 7, 4)  # angles that differ along the batch: nothing left to cut along
+    assert rotary._slicing(q, per_sample, q) == (0, 0)

@@ -35,8 +35,40 @@ from __future__ import annotations
 import torch
 
 
+#: Bytes of output rotated per slice (see :func:`_rotate`): about what one core's L2 cache holds.
+SLICE_BYTES = 1 << 20
+
+
+def _slicing(x: torch.Tensor, cos: torch.Tensor, out: torch.Tensor) -> tuple[int, int]:
+    """(dimension, step) to cut a rotation into slices of about :data:`SLICE_BYTES` of ``out``: the largest leading
+    dimension the angles are broadcast along (so every slice uses all of ``cos``); step 0 where slicing does not pay."""
+    lead = out.dim() - cos.dim()  # out's dimensions in front of cos's
+    if x.shape != out.shape or lead < 1 or out.numel() * out.element_size() <= 2 * SLICE_BYTES:
+        return 0, 0
+    dim = max(range(lead), key=lambda d: out.shape[d])
+    per_index = out.numel() // out.shape[dim] * out.element_size()
+    step = max(1, SLICE_BYTES // per_index)
+    return (dim, step) if step < out.shape[dim] else (0, 0)
+
+
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, out: torch.Tensor, sign: float) -> torch.Tensor:
-    """Write the rotation by ``sign * a`` of ``x`` (..., Dh) into ``out`` (..., Dh)."""
+    """Write the rotation by ``sign * a`` of ``x`` (..., Dh) into ``out`` (..., Dh).
+
+    Each half-tensor kernel passes over the whole tensor; on a large batch the four of them would each stream it
+    through memory. Cut into cache-sized slices along a batch-like dimension, the three later passes find their slice
+    in cache (25-35% less time per rotation on CPU, one thread, for the ViT's q and k at 32 and 64 px).
+    """
+    dim, step = _slicing(x, cos, out)
+    if step:
+        for start in range(0, out.shape[dim], step):
+            length = min(step, out.shape[dim] - start)
+            _rotate_slice(x.narrow(dim, start, length), cos, sin, out.narrow(dim, start, length), sign)
+        return out
+    return _rotate_slice(x, cos, sin, out, sign)
+
+
+def _rotate_slice(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, out: torch.Tensor, sign: float
+                  ) -> torch.Tensor:
     half = cos.shape[-1]
     x1, x2 = x[..., :half], x[..., half:]
     o1, o2 = out[..., :half], out[..., half:]

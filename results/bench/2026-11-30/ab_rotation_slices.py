@@ -1,0 +1,56 @@
+"""A/B behind ab_rotation_slices.txt: RoPE's rotation cut into cache-sized batch slices (new, ``SLICE_BYTES`` = 1 MiB)
+against one pass over the whole batch (old), with ``none`` in the same rounds for the overhead.
+
+Run from the repository root, one thread:
+
+    PYTHONPATH=. python results/bench/2026-11-30/ab_rotation_slices.py 32 192 3 4 rope_axial,rope_mixed 15
+
+Arguments: image size, dim, heads, MLP ratio, PEs, rounds[, infer or train: only that kind of step]. The ViT has depth 6, patch 4, batch 128 (the benchmark's
+model at those dims). Training steps and inference are :mod:`vitpe.bench`'s, timed by its ``interleaved``.
+"""
+import sys
+
+import torch
+
+from vitpe.engine.cpu_malloc import keep_freed_memory
+
+import vitpe.pe.rotary as rotary
+from vitpe.bench import BenchConfig, infer_step_fn, interleaved, train_step_fn
+from vitpe.models.vit import ViT
+
+VARIANTS = {"old": 1 << 62, "new": rotary.SLICE_BYTES}
+
+
+def with_variant(variant: str, step):
+    def run() -> None:
+        rotary.SLICE_BYTES = VARIANTS[variant]
+        step()
+    return run
+
+
+def main() -> None:
+    px, dim, heads, mlp, pes, rounds = (int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]),
+                                        sys.argv[5].split(","), int(sys.argv[6]))
+    keep_freed_memory()  # as vitpe.bench, train.py and eval.py do
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    cfg, device = BenchConfig(repeats=rounds), torch.device("cpu")
+    inputs, labels = (torch.randn(cfg.batch, 3, px, px),), torch.randint(0, 10, (cfg.batch,))
+    models = {pe: ViT(img_size=px, patch_size=4, dim=dim, depth=6, heads=heads, mlp_ratio=mlp, pe=pe)
+              for pe in ["none", *pes]}
+    print(f"{px} px, dim {dim}, {heads} heads, MLP ratio {mlp}, {rounds} rounds")
+    for kind in sys.argv[7:] or ("infer", "train"):
+        steps = {pe: train_step_fn(m, inputs, labels, device) if kind == "train" else infer_step_fn(m, inputs, device)
+                 for pe, m in models.items()}
+        fns = {"none": steps["none"], **{f"{pe}/{v}": with_variant(v, steps[pe]) for pe in pes for v in VARIANTS}}
+        times = interleaved(fns, cfg, device)
+        none = times["none"]
+        for pe in pes:
+            old, new = times[f"{pe}/old"], times[f"{pe}/new"]
+            print(f"{kind} {pe}: none {none * 1000:.1f} ms, old {old * 1000:.1f} ms ({old / none - 1:+.1%}), "
+                  f"new {new * 1000:.1f} ms ({new / none - 1:+.1%}), new/old {new / old:.3f}")
+    rotary.SLICE_BYTES = VARIANTS["new"]
+
+
+if __name__ == "__main__":
+    main()
