@@ -96,3 +96,14 @@ def test_slices_cover_the_batch_in_cache_sized_steps(monkeypatch):
     assert rotary._slicing(q[:2], cos, q[:2]) == (0, 0)  # small enough for one piece
     per_sample = torch.ones(5, 2, 7, 4)  # angles that differ along the batch: nothing left to cut along
     assert rotary._slicing(q, per_sample, q) == (0, 0)
+
+
+def test_slicing_changes_no_bit(monkeypatch):
+    g = torch.Generator().manual_seed(2)
+    qkv = torch.randn(6, 9, 3, 2, 8, generator=g).permute(2, 0, 3, 1, 4)  # (3, B, nH, T, Dh), strided
+    angles = torch.randn(2, 9, 4, generator=g)
+    whole = rotate_qk_of_qkv(qkv, angles.cos(), angles.sin())
+    monkeypatch.setattr(rotary, "SLICE_BYTES", 2 * 2 * 9 * 8 * 4)  # slices of two batch entries
+    assert rotary._slicing(qkv[:2], angles, qkv[:2])[1] > 0
+    sliced = rotate_qk_of_qkv(qkv, angles.cos(), angles.sin())
+    assert all(torch.equal(a, b) for a, b in zip(whole, sliced))  # same kernels per element: results reproduce
