@@ -103,7 +103,7 @@ def test_slicing_changes_no_bit(monkeypatch):
     qkv = torch.randn(6, 9, 3, 2, 8, generator=g).permute(2, 0, 3, 1, 4)  # (3, B, nH, T, Dh), strided
     angles = torch.randn(2, 9, 4, generator=g)
     whole = rotate_qk_of_qkv(qkv, angles.cos(), angles.sin())
-    monkeypatch.setattr(rotary, "SLICE_BYTES", 2 * 2 * 9 * 8 * 4)  # slices of two batch entries
-    assert rotary._slicing(qkv[:2], angles, qkv[:2])[1] > 0
+    monkeypatch.setattr(rotary, "SLICE_BYTES", 2 * (2 * 2 * 9 * 8 * 4))  # two batch entries of q and k: 2, 2, 2
+    assert rotary._slicing(qkv[:2], angles, qkv[:2]) == (1, 2)
     sliced = rotate_qk_of_qkv(qkv, angles.cos(), angles.sin())
     assert all(torch.equal(a, b) for a, b in zip(whole, sliced))  # same kernels per element: results reproduce
