@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 from vitpe.resolution import write_reports
-
-SEED_SUFFIX = re.compile(r"_s\d+$")
+from vitpe.resolution.report import SEED_SUFFIX
 
 
 def merge(paths: list[Path]) -> list[dict]:

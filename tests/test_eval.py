@@ -168,3 +168,13 @@ def test_report_has_the_gain_table_and_keeps_the_training_size(runs, tmp_path):
     assert "Change against the training resolution" in (tmp_path / "resolution.md").read_text()
     records = json.loads((tmp_path / "resolution.json").read_text())
     assert all(r["train_resolution"] == 16 for r in records)  # merge_sweeps.py can rebuild the gains from the json
+
+
+def test_group_labels_name_a_group_not_its_first_seed():
+    from vitpe.resolution.report import group_labels
+
+    records = [{"run": f"{name}_s{seed}", "pe": "peg", "group": name} for name in ("peg", "multires_peg")
+               for seed in (0, 1)] + [{"run": "alone_s3", "pe": "peg", "group": "alone"},
+                                      {"run": "x", "pe": "sincos", "group": "x"}]
+    assert group_labels(records) == {"peg": "peg (peg)", "multires_peg": "peg (multires_peg)",
+                                     "alone": "peg (alone_s3)", "x": "sincos"}

@@ -169,7 +169,7 @@ def test_merge_sweeps_adds_a_later_seed_to_published_records(tmp_path):
     code, _ = script_main("merge_sweeps", str(old), str(new), "--out", str(tmp_path / "merged"))
     assert code == 0
     table = (tmp_path / "merged" / "resolution.md").read_text()
-    assert "| sincos (sincos_s0) | interpolate | 52.0 ± 2.0 (3) |" in table  # three seeds, one group
+    assert "| sincos (sincos) | interpolate | 52.0 ± 2.0 (3) |" in table  # three seeds, one group
     assert "| sincos (multires_sincos) | interpolate | 42.0 ± 2.8 (2) |" in table  # unsuffixed name = seed 0
     assert len(json.loads((tmp_path / "merged" / "resolution.json").read_text())) == 5
 

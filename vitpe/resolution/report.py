@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -32,8 +33,12 @@ def _x_sort_key(value: Any) -> tuple:
     return (h * w) ** 0.5, h
 
 
+SEED_SUFFIX = re.compile(r"[_-]s\d+$")  # run names such as rope_mixed_s2 or learnable-s0
+
+
 def group_labels(records: list[dict[str, Any]]) -> dict[str, str]:
-    """A readable label per group: the PE name, plus the first run's name when several groups share a PE."""
+    """A readable label per group: the PE name, plus the first run's name when several groups share a PE (without its
+    seed suffix when the group holds several runs: the row is theirs, not the first one's)."""
     by_pe = defaultdict(list)
     for r in records:
         if r["group"] not in by_pe[r["pe"]]:
@@ -41,8 +46,9 @@ def group_labels(records: list[dict[str, Any]]) -> dict[str, str]:
     labels = {}
     for pe, groups in by_pe.items():
         for g in groups:
-            first_run = next(r["run"] for r in records if r["group"] == g)
-            labels[g] = pe if len(groups) == 1 else f"{pe} ({first_run})"
+            runs = list(dict.fromkeys(r["run"] for r in records if r["group"] == g))
+            name = SEED_SUFFIX.sub("", runs[0]) if len(runs) > 1 else runs[0]
+            labels[g] = pe if len(groups) == 1 else f"{pe} ({name})"
     return labels
 
 
