@@ -17,7 +17,7 @@ import re
 import statistics
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 PUBLIC_KEYS = ("run", "pe", "pe_resize", "accuracy", "loss", "n", "reason")
 
@@ -52,6 +52,21 @@ def group_labels(records: list[dict[str, Any]]) -> dict[str, str]:
     return labels
 
 
+def _spread(values: list[float]) -> dict[str, Any]:
+    """``runs``, ``mean`` and sample ``std`` of ``values`` (std 0 for one value; mean and std None for none)."""
+    return {"runs": len(values), "mean": statistics.fmean(values) if values else None,
+            "std": statistics.stdev(values) if len(values) > 1 else 0.0 if values else None}
+
+
+def _grid_lines(heads: list[str], table: dict[tuple, dict], xs: list, cell_text: Callable[[dict | None], str]
+                ) -> list[str]:
+    """Markdown rows of a table with one row per key of ``table`` (its parts under ``heads``) and one column per x."""
+    lines = ["| " + " | ".join([*heads, *map(str, xs)]) + " |", "|" + "---|" * (len(heads) + len(xs))]
+    for key, cells in table.items():
+        lines.append("| " + " | ".join([*map(str, key), *(cell_text(cells.get(x)) for x in xs)]) + " |")
+    return lines
+
+
 def summarise(records: list[dict[str, Any]], x_key: str) -> list[dict[str, Any]]:
     """Mean and std over the runs of each (group, mode, x); None when no run could be evaluated there."""
     labels = group_labels(records)
@@ -66,9 +81,7 @@ def summarise(records: list[dict[str, Any]], x_key: str) -> list[dict[str, Any]]
     rows = []
     for key in sorted(set(cells) | set(reasons), key=lambda k: (k[0], k[1], _x_sort_key(k[2]))):
         values = cells.get(key, [])
-        rows.append({"label": key[0], "pe_resize": key[1], x_key: key[2], "runs": len(values),
-                     "mean": statistics.fmean(values) if values else None,
-                     "std": statistics.stdev(values) if len(values) > 1 else 0.0 if values else None,
+        rows.append({"label": key[0], "pe_resize": key[1], x_key: key[2], **_spread(values),
                      "reason": reasons.get(key) if not values else None})
     return rows
 
@@ -77,15 +90,15 @@ def paired_gains(records: list[dict[str, Any]], x_key: str) -> list[dict[str, An
     """Per (group, mode, x): mean and std over runs of ``accuracy(x) - accuracy(training size)``, each run against
     itself in the same mode. Runs whose training size is unknown or was not evaluated are left out."""
     labels = group_labels(records)
+    trained = f"train_{x_key}"
     at_train = {(r["run"], r["pe_resize"]): r["accuracy"] for r in records
-                if r.get(f"train_{x_key}") is not None and r[x_key] == r[f"train_{x_key}"] and r["accuracy"] is not None}
+                if r.get(trained) is not None and r[x_key] == r[trained] and r["accuracy"] is not None}
     cells: dict[tuple, list] = defaultdict(list)
     for r in records:
         base = at_train.get((r["run"], r["pe_resize"]))
         if base is not None and r["accuracy"] is not None:
-            cells[(labels[r["group"]], r["pe_resize"], r[x_key], r[f"train_{x_key}"])].append(r["accuracy"] - base)
-    return [{"label": key[0], "pe_resize": key[1], x_key: key[2], f"train_{x_key}": key[3], "runs": len(values),
-             "mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
+            cells[(labels[r["group"]], r["pe_resize"], r[x_key], r[trained])].append(r["accuracy"] - base)
+    return [{"label": key[0], "pe_resize": key[1], x_key: key[2], trained: key[3], **_spread(values)}
             for key, values in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1], _x_sort_key(kv[0][2])))]
 
 
@@ -97,21 +110,17 @@ def gains_table(gains: list[dict[str, Any]], x_key: str) -> str:
     rows: dict[tuple, dict] = defaultdict(dict)
     for g in gains:
         rows[(g["label"], g["pe_resize"], g[f"train_{x_key}"])][g[x_key]] = g
+    best = {id(max(cells.values(), key=lambda g: g["mean"])) for cells in rows.values()}
+
+    def cell_text(g: dict | None) -> str:
+        if g is None:
+            return ""
+        text = f"{100 * g['mean']:+.1f}" + (f" ± {100 * g['std']:.1f}" if g["runs"] > 1 else "")
+        return f"**{text}**" if id(g) in best else text
+
     lines = ["", f"Change against the training {x_key} (accuracy points, each run against itself, then mean ± std "
-             "over runs); the best of each row in bold.", "",
-             "| PE | mode | trained at | " + " | ".join(str(x) for x in xs) + " |", "|---|---|---|" + "---|" * len(xs)]
-    for (label, mode, trained), cells in rows.items():
-        best = max(cells.values(), key=lambda g: g["mean"])
-        out = []
-        for x in xs:
-            g = cells.get(x)
-            if g is None:
-                out.append("")
-                continue
-            text = f"{100 * g['mean']:+.1f}" + (f" ± {100 * g['std']:.1f}" if g["runs"] > 1 else "")
-            out.append(f"**{text}**" if g is best else text)
-        lines.append(f"| {label} | {mode} | {trained} | " + " | ".join(out) + " |")
-    return "\n".join(lines) + "\n"
+             "over runs); the best of each row in bold.", ""]
+    return "\n".join(lines + _grid_lines(["PE", "mode", "trained at"], rows, xs, cell_text)) + "\n"
 
 
 def write_reports(records: list[dict[str, Any]], out_dir: str | Path, x_key: str, title: str) -> list[Path]:
@@ -133,27 +142,21 @@ def write_reports(records: list[dict[str, Any]], out_dir: str | Path, x_key: str
 
 def markdown_table(rows: list[dict[str, Any]], x_key: str, title: str) -> str:
     xs = sorted({r[x_key] for r in rows}, key=_x_sort_key)
-    lines = [f"# {title}", "", "Accuracy (%), mean ± std over seeds (runs per cell in brackets when more than one); "
-             "n/a: the PE cannot work there in this mode.", "",
-             "| PE | mode | " + " | ".join(str(x) for x in xs) + " |", "|---|---|" + "---|" * len(xs)]
-    table = defaultdict(dict)
+    table: dict[tuple, dict] = defaultdict(dict)
     for r in rows:
         table[(r["label"], r["pe_resize"])][r[x_key]] = r
-    for (label, mode), cells in table.items():
-        out = []
-        for x in xs:
-            cell = cells.get(x)
-            if cell is None:
-                out.append("")
-            elif cell["mean"] is None:
-                out.append("n/a")
-            else:
-                text = f"{100 * cell['mean']:.1f}"
-                if cell["runs"] > 1:
-                    text += f" ± {100 * cell['std']:.1f} ({cell['runs']})"
-                out.append(text)
-        lines.append(f"| {label} | {mode} | " + " | ".join(out) + " |")
-    return "\n".join(lines) + "\n"
+
+    def cell_text(cell: dict | None) -> str:
+        if cell is None:
+            return ""
+        if cell["mean"] is None:
+            return "n/a"
+        spread = f" ± {100 * cell['std']:.1f} ({cell['runs']})" if cell["runs"] > 1 else ""
+        return f"{100 * cell['mean']:.1f}{spread}"
+
+    lines = [f"# {title}", "", "Accuracy (%), mean ± std over seeds (runs per cell in brackets when more than one); "
+             "n/a: the PE cannot work there in this mode.", ""]
+    return "\n".join(lines + _grid_lines(["PE", "mode"], table, xs, cell_text)) + "\n"
 
 
 def plot(rows: list[dict[str, Any]], records: list[dict[str, Any]], x_key: str, title: str, path: Path) -> None:

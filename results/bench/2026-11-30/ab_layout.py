@@ -35,11 +35,16 @@ class OneLayer(torch.nn.Module):
         return self.attn(x, self.pe, self.pe.prepare(self.grid), 0).mean(1)
 
 
-def with_variant(variant: str, step):
+def with_setting(owner, name: str, value, step):
+    """``step`` run with ``owner.name`` set to ``value`` first (how an A/B switches code paths in one process)."""
     def run() -> None:
-        base.unbind_in_memory_order = VARIANTS[variant]
+        setattr(owner, name, value)
         step()
     return run
+
+
+def with_variant(variant: str, step):
+    return with_setting(base, "unbind_in_memory_order", VARIANTS[variant], step)
 
 
 def main() -> None:

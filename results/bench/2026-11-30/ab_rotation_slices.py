@@ -12,20 +12,17 @@ import sys
 
 import torch
 
-from vitpe.engine.cpu_malloc import keep_freed_memory
-
 import vitpe.pe.rotary as rotary
+from ab_layout import with_setting  # the sibling A/B script (this folder is on sys.path when run as a script)
 from vitpe.bench import BenchConfig, infer_step_fn, interleaved, train_step_fn
+from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.models.vit import ViT
 
 VARIANTS = {"old": 1 << 62, "new": rotary.SLICE_BYTES}
 
 
 def with_variant(variant: str, step):
-    def run() -> None:
-        rotary.SLICE_BYTES = VARIANTS[variant]
-        step()
-    return run
+    return with_setting(rotary, "SLICE_BYTES", VARIANTS[variant], step)
 
 
 def main() -> None:
