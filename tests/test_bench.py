@@ -3,6 +3,8 @@
 import json
 import math
 
+import pytest
+
 import vitpe.pe
 from vitpe import bench
 from vitpe.bench_targets import NOISE_REFERENCE, check_targets
@@ -51,3 +53,16 @@ def test_bad_arguments_are_clear_errors(tmp_path, capsys):
     assert "rope_3d" in capsys.readouterr().err
     assert bench.main(["--quick", "--out", str(tmp_path), "--dim", "30", "--heads", "4"]) == 2
     assert "not divisible" in capsys.readouterr().err
+
+
+def test_mean_pooling_benchmarks_both_models_with_the_recipes_head(tmp_path):
+    cfg = bench.BenchConfig(**{**bench.QUICK, "pool": "mean"})
+    timm_model = bench.timm_vit(cfg, 32)
+    assert timm_model.cls_token is None and timm_model.global_pool == "avg"
+    assert bench.main(["--quick", "--out", str(tmp_path), "--pool", "mean", "--pes", "learnable", "--no-text",
+                       "--no-data"]) == 0
+    result = json.loads((tmp_path / "bench.json").read_text())
+    assert result["config"]["pool"] == "mean" and "average pooling" in (tmp_path / "bench.md").read_text()
+    assert {r["pe"] for r in result["rows"]} == {"timm", "none", "learnable", NOISE_REFERENCE}
+    with pytest.raises(SystemExit):  # argparse: "invalid choice: 'avg' (choose from 'cls', 'mean')"
+        bench.main(["--quick", "--out", str(tmp_path), "--pool", "avg"])

@@ -224,3 +224,30 @@ def test_text_experiments_script_trains_every_seed_and_averages_them(tmp_path):
     subprocess.run(["bash", "scripts/text_experiments.sh", str(runs)], cwd=ROOT, env=env, check=True,
                    capture_output=True)
     assert checkpoint.stat().st_mtime_ns == before  # finished runs are skipped
+
+
+@pytest.mark.skipif(not (DATA / "cifar-10-batches-py").is_dir(), reason="CIFAR-10 not in VITPE_DATA")
+def test_gpu_check_fits_the_recipe_to_its_time_and_summarises(tmp_path):
+    """The device-time script, its recipe step on a CPU: the probe's epoch time sets the epochs of the run."""
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "VITPE_DATA": str(DATA), "DEVICE": "cpu",
+           "OMP_NUM_THREADS": "1", "STEPS": "recipe", "TRAIN_SECONDS": "3", "PE": "sincos",
+           "EXTRA": "data.train_limit=256 data.test_limit=100 model.dim=32 model.depth=1 model.heads=2 "
+                    "train.batch_size=64"}
+
+    def check(out: Path, **more: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", "scripts/gpu_check.sh"], cwd=ROOT, env={**env, "OUT": str(out), **more},
+                              capture_output=True, text=True, timeout=600)
+
+    done = check(tmp_path / "a")
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = (tmp_path / "a" / "summary.md").read_text()
+    planned = int(summary.split(" epochs (warm-up")[0].rsplit(" ", 1)[1])
+    config = yaml.safe_load((tmp_path / "a" / "recipe_sincos" / "config.yaml").read_text())
+    assert config["train"]["epochs"] == planned >= 2 and config["model"]["pe"] == "sincos"
+    assert f"| {planned} |" in summary.split("## Recipe, sincos")[1]  # one row per epoch, up to the last
+    assert not (tmp_path / "a" / "bench").exists()  # steps left out of STEPS do not run
+    for out, more, message in [(tmp_path / "a", {}, "already holds files"),
+                               (tmp_path / "b", {"TRAIN_SECONDS": "soon"}, "TRAIN_SECONDS must be"),
+                               (tmp_path / "c", {"STEPS": "recipe benchmark"}, "unknown step 'benchmark'")]:
+        refused = check(out, **more)
+        assert refused.returncode == 2 and message in refused.stderr

@@ -162,3 +162,16 @@ def test_register_tokens_layer_scale_and_fc_norm():
         vitpe.ViT(img_size=16, patch_size=4, dim=32, depth=1, heads=2, pool="cls", fc_norm=True)
     with pytest.raises(ValueError, match="layer_scale_init must be positive"):
         vitpe.ViT(img_size=16, patch_size=4, dim=32, depth=1, heads=2, layer_scale_init=0.0)
+
+
+@pytest.mark.parametrize("class_token", [False, True])
+def test_tokens_enter_the_blocks_row_major(class_token):
+    """The patch convolution's output is a transposed view; without a class token to concatenate it would reach every
+    LayerNorm non-contiguous (one copy each) and every residual add in mixed memory orders."""
+    model = small_vit("learnable", class_token=class_token, pool="cls" if class_token else "mean")
+    seen = []
+    for block in model.blocks:
+        block.norm1.register_forward_pre_hook(lambda module, args: seen.append(args[0].is_contiguous()))
+        block.norm2.register_forward_pre_hook(lambda module, args: seen.append(args[0].is_contiguous()))
+    model(torch.randn(2, 3, 16, 16))
+    assert seen == [True] * 4

@@ -48,6 +48,7 @@ class BenchConfig:
     text_batch: int = 64
     device: str = "cpu"
     compile: bool = False
+    pool: str = "cls"  # "cls": class token (timm's default); "mean": average pooling without one (the recipe's head)
 
 
 QUICK = dict(dim=64, depth=2, heads=2, batch=16, img_sizes=(32,), repeats=3, steps=1, warmup=1, text_len=32,
@@ -110,11 +111,14 @@ def interleaved(fns: dict[str, Callable], cfg: BenchConfig, device: torch.device
 
 
 def timm_vit(cfg: BenchConfig, img_size: int, num_classes: int = 10) -> torch.nn.Module:
-    """timm's VisionTransformer with the same dimensions (learned PE, class token, pre-norm, GELU MLP)."""
+    """timm's VisionTransformer with the same dimensions and head (learned PE, pre-norm, GELU MLP; class token, or
+    average pooling without one, with its LayerNorm after the pool)."""
     from timm.models.vision_transformer import VisionTransformer
 
+    mean = cfg.pool == "mean"
     return VisionTransformer(img_size=img_size, patch_size=cfg.patch_size, num_classes=num_classes,
-                             embed_dim=cfg.dim, depth=cfg.depth, num_heads=cfg.heads, mlp_ratio=cfg.mlp_ratio)
+                             embed_dim=cfg.dim, depth=cfg.depth, num_heads=cfg.heads, mlp_ratio=cfg.mlp_ratio,
+                             class_token=not mean, global_pool="avg" if mean else "token")
 
 
 def _prepare(model: torch.nn.Module, cfg: BenchConfig, device: torch.device) -> torch.nn.Module:
@@ -132,8 +136,8 @@ def bench_vit(cfg: BenchConfig, pes: list[str], device: torch.device, log: Calla
         models = {"timm": timm_vit(cfg, size)}
         for name in (*pes, NOISE_REFERENCE):
             models[name] = ViT(img_size=size, patch_size=cfg.patch_size, num_classes=10, dim=cfg.dim,
-                               depth=cfg.depth, heads=cfg.heads, mlp_ratio=cfg.mlp_ratio,
-                               pe="none" if name == NOISE_REFERENCE else name)
+                               depth=cfg.depth, heads=cfg.heads, mlp_ratio=cfg.mlp_ratio, pool=cfg.pool,
+                               fc_norm=cfg.pool == "mean", pe="none" if name == NOISE_REFERENCE else name)
         models = {name: _prepare(m, cfg, device) for name, m in models.items()}
         log(f"{size} px: training steps ({len(models)} variants interleaved)")
         train = interleaved({n: train_step_fn(m, (images,), labels, device) for n, m in models.items()}, cfg, device)
@@ -225,7 +229,9 @@ def markdown(result: dict[str, Any]) -> str:
              f"{result['machine']['processor']}, {result['machine']['cpu_threads']} threads"
              f"{', ' + result['machine']['gpu'] if 'gpu' in result['machine'] else ''}; torch {result['torch']}, "
              f"timm {result['timm']}; device {cfg['device']}; ViT dim {cfg['dim']}, depth {cfg['depth']}, "
-             f"heads {cfg['heads']}, MLP ratio {cfg['mlp_ratio']}, patch {cfg['patch_size']}, batch {cfg['batch']}; "
+             f"heads {cfg['heads']}, MLP ratio {cfg['mlp_ratio']}, patch {cfg['patch_size']}, batch {cfg['batch']}, "
+             f"{'average pooling' if cfg.get('pool') == 'mean' else 'class token'}"
+             f"{', compiled' if cfg.get('compile') else ''}; "
              f"median of {cfg['repeats']} interleaved rounds of {cfg['steps']} steps.", "",
              "| PE | px | train img/s | vs timm | vs none | infer img/s | vs timm | vs none |",
              "|---|---|---|---|---|---|---|---|"]
@@ -260,6 +266,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.add_argument(f"--{name}", type=int)
     parser.add_argument("--mlp-ratio", type=float)
     parser.add_argument("--compile", action="store_true", help="torch.compile every model")
+    parser.add_argument("--pool", choices=("cls", "mean"), default="cls",
+                        help="class token (default) or average pooling without one, the LayerNorm after the pool "
+                             "(configs/cifar10.yaml's head; timm's global_pool='avg'), for vitpe and timm alike")
     parser.add_argument("--no-text", action="store_true")
     parser.add_argument("--no-data", action="store_true")
     parser.add_argument("--data-root", help="CIFAR-10 for the data-pipeline figure (default $VITPE_DATA; else synthetic)")
@@ -285,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
             vitpe.pe.get(pe)
         if "none" not in pes:
             pes = ["none", *pes]
-        cfg.device, cfg.compile = args.device, args.compile
+        cfg.device, cfg.compile, cfg.pool = args.device, args.compile, args.pool
         device = torch.device(args.device)
         if device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError("--device cuda but no CUDA device is available")

@@ -121,6 +121,11 @@ class ViT(PETrunk):
         prefix = [t.expand(x.shape[0], -1, -1) for t in (self.cls_token, self.reg_token) if t is not None]
         if prefix:
             x = torch.cat((*prefix, x), dim=1)  # (B, T, D): class token, registers, patches
+        else:
+            # the patch convolution writes (B, D, gh, gw) and NHWC is a permuted view of it: left so, the tokens keep
+            # that transposed memory order through every residual add, and every LayerNorm copies them (one copy
+            # here instead: 0.86-0.89x inference, 0.96-0.98x training time, mean pooling, recipe dims)
+            x = x.contiguous()  # (B, N, D), row-major
         return self.encode(x, grid)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The GPU checks that issues 13 and 17 ask of a session lent a GPU, as one script that fits its short device time
+# (about 11 minutes with the defaults; every step has its own time limit, and a step that fails or runs out of time
+# does not stop the next):
+#   1. python -m vitpe.bench --quick (a smoke run: a broken CUDA path shows in a minute)
+#   2. the GPU recipe (configs/cifar10_gpu_10min.yaml) with one PE: a 2-epoch probe times an epoch, then one run with
+#      as many epochs as fit in TRAIN_SECONDS (warm-up a twentieth of them); accuracy per epoch against wall time
+#      is in its metrics.jsonl
+#   3. python -m vitpe.bench eager at 32 and 64 px, then --compile for three PEs at 32 px
+# Then OUT/summary.md: the recipe's accuracy against wall time and the benchmarks' tables.
+#
+#   VITPE_DATA=/path/to/data [OUT=runs/gpu_check] [DEVICE=cuda] [PE=rope_mixed] [TRAIN_SECONDS=420] \
+#     [CONFIG=configs/cifar10_gpu_10min.yaml] [EXTRA="key=value ..."] [BENCH_ARGS="..."] \
+#     [STEPS="bench_quick recipe bench bench_compiled"] scripts/gpu_check.sh
+#
+# DEVICE=cpu with tiny EXTRA/BENCH_ARGS runs the same steps on a CPU (how the script is tested).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python}
+out=${OUT:-runs/gpu_check} device=${DEVICE:-cuda} pe=${PE:-rope_mixed} seconds=${TRAIN_SECONDS:-420}
+config=${CONFIG:-configs/cifar10_gpu_10min.yaml} extra=${EXTRA:-} bench_args=${BENCH_ARGS:-}
+steps=" ${STEPS:-bench_quick recipe bench bench_compiled} "
+for s in $steps; do
+  case $s in bench_quick|recipe|bench|bench_compiled) ;;
+    *) echo "STEPS: unknown step '$s' (bench_quick, recipe, bench, bench_compiled)" >&2; exit 2 ;;
+  esac
+done
+[[ $seconds =~ ^[1-9][0-9]*$ ]] ||
+  { echo "TRAIN_SECONDS must be a positive whole number of seconds, not '$seconds'" >&2; exit 2; }
+[ -f "$config" ] || { echo "CONFIG $config does not exist" >&2; exit 2; }
+if [ -e "$out" ] && [ -n "$(ls -A "$out")" ]; then
+  echo "OUT $out already holds files: give a new folder (each check is a fresh measurement)" >&2; exit 2
+fi
+mkdir -p "$out"
+summary=$out/summary.md
+echo "# GPU check, $(date -u +%FT%TZ)" > "$summary"
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
+  "$PYTHON" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; } > "$out/device.txt" 2>&1
+
+step() {  # step NAME SECONDS command...: run with a time limit, log to OUT/NAME.log, note failures in the summary
+  local name=$1 limit=$2
+  [[ $steps == *" ${name%%_probe} "* ]] || return 1
+  shift 2
+  echo "$(date -u +%T) $name" >&2
+  timeout --signal=TERM --kill-after=20 "$limit" "$@" > "$out/$name.log" 2>&1
+  local code=$?
+  [ $code -eq 0 ] ||
+    echo "- step $name: exit $code$([ $code -eq 124 ] && echo ', out of time') (see $name.log)" >> "$summary"
+  return $code
+}
+
+step bench_quick 150 "$PYTHON" -m vitpe.bench --device "$device" --quick --out "$out/bench_quick" $bench_args
+
+# the probe's second epoch is the steady epoch time (the first pays start-up and kernel selection)
+if step recipe_probe 240 "$PYTHON" train.py --config "$config" out_dir="$out/recipe_probe" train.device="$device" \
+     train.epochs=2 train.warmup_epochs=1 model.pe="$pe" $extra --no-progress; then
+  plan=$("$PYTHON" - "$out/recipe_probe/metrics.jsonl" "$seconds" <<'PY'
+import json, sys
+records = [json.loads(line) for line in open(sys.argv[1])]
+epoch_s = records[1]["elapsed_s"] - records[0]["elapsed_s"]
+epochs = max(2, int(float(sys.argv[2]) / epoch_s))
+print(epochs, max(1, round(epochs / 20)), f"{epoch_s:.2f}")
+PY
+)
+  read -r epochs warmup epoch_s <<< "$plan"
+  echo "- probe: ${epoch_s} s per epoch -> $epochs epochs (warm-up $warmup) in ${seconds} s" >> "$summary"
+  step recipe $((seconds * 3 / 2 + 60)) "$PYTHON" train.py --config "$config" out_dir="$out/recipe_$pe" \
+    train.device="$device" train.epochs="$epochs" train.warmup_epochs="$warmup" model.pe="$pe" $extra --no-progress
+fi
+
+step bench 240 "$PYTHON" -m vitpe.bench --device "$device" --out "$out/bench" --no-text --no-data $bench_args
+step bench_compiled 300 "$PYTHON" -m vitpe.bench --device "$device" --compile --sizes 32 \
+  --pes learnable,rope_mixed,relbias --out "$out/bench_compiled" --no-text --no-data $bench_args
+
+{
+  if [ -f "$out/recipe_$pe/metrics.jsonl" ]; then
+    echo; echo "## Recipe, $pe ($config)"; echo; echo "| epoch | test acc. (%) | wall (s) |"; echo "|---|---|---|"
+    "$PYTHON" -c "
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    print(f\"| {r['epoch']} | {100 * r['test_acc']:.2f} | {r['elapsed_s']:.0f} |\")" "$out/recipe_$pe/metrics.jsonl"
+  fi
+  for name in bench bench_compiled bench_quick; do
+    [ -f "$out/$name/bench.md" ] && { echo; echo "## $name"; echo; cat "$out/$name/bench.md"; }
+  done
+} >> "$summary"
+echo "$(date -u +%T) done: $summary" >&2
