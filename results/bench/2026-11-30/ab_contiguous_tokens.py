@@ -14,8 +14,8 @@ import sys
 
 import torch
 
-from ab_layout import with_setting  # the sibling A/B script (this folder is on sys.path when run as a script)
-from vitpe.bench import BenchConfig, infer_step_fn, interleaved, timm_vit, train_step_fn
+from ab_layout import print_old_new, time_variants, with_setting  # the sibling A/B script (its folder is on sys.path)
+from vitpe.bench import BenchConfig, timm_vit
 from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.models.vit import ViT
 
@@ -26,6 +26,10 @@ def transposed_tokens(self: ViT, x: torch.Tensor) -> torch.Tensor:
 
 
 VARIANTS = {"old": transposed_tokens, "new": ViT.forward_features}
+
+
+def switch(variant: str, step):
+    return with_setting(ViT, "forward_features", VARIANTS[variant], step)
 
 
 def main() -> None:
@@ -45,22 +49,10 @@ def main() -> None:
                 outs[variant] = model(inputs[0][:8])
             print(f"{pe}: largest difference of the logits, new - old: {(outs['new'] - outs['old']).abs().max():.1e}")
     print(f"{px} px, recipe dims, mean pooling, {rounds} rounds, {threads} threads")
+    models["timm"] = timm_vit(cfg, px)
     for kind in sys.argv[5:] or ("infer", "train"):
-        def step(model):
-            if kind == "train":
-                return train_step_fn(model, inputs, labels, device)
-            return infer_step_fn(model, inputs, device)
-
-        fns = {"timm": with_setting(ViT, "forward_features", VARIANTS["new"], step(timm_vit(cfg, px)))}
-        for pe, model in models.items():
-            fns.update({f"{pe}/{variant}": with_setting(ViT, "forward_features", forward_features, step(model))
-                        for variant, forward_features in VARIANTS.items()})
-        times = interleaved(fns, cfg, device)
-        timm = times["timm"]
-        for pe in pes:
-            old, new = times[f"{pe}/old"], times[f"{pe}/new"]
-            print(f"{kind} {pe}: timm {timm * 1000:.0f} ms, old {old * 1000:.0f} ms ({timm / old:.3f}x timm), "
-                  f"new {new * 1000:.0f} ms ({timm / new:.3f}x timm), new/old {new / old:.3f}")
+        times = time_variants(kind, models, VARIANTS, switch, inputs, labels, cfg, device, plain=("timm",))
+        print_old_new(kind, times, pes, "timm", lambda t, timm: f"{timm / t:.3f}x timm")
     ViT.forward_features = VARIANTS["new"]
 
 

@@ -43,6 +43,30 @@ def with_setting(owner, name: str, value, step):
     return run
 
 
+def step_of(kind: str, model: torch.nn.Module, inputs: tuple, labels: torch.Tensor, device: torch.device):
+    """The benchmark's training step (``kind == "train"``) or inference step of ``model``."""
+    return train_step_fn(model, inputs, labels, device) if kind == "train" else infer_step_fn(model, inputs, device)
+
+
+def time_variants(kind: str, models: dict, variants, switch, inputs: tuple, labels: torch.Tensor, cfg: BenchConfig,
+                  device: torch.device, plain: tuple[str, ...] = ()) -> dict[str, float]:
+    """Median step times of every model under every variant (``"<pe>/<variant>"``; ``switch(variant, step)`` runs
+    ``step`` on that variant's code path), and of the models named in ``plain`` as they are, in the same rounds."""
+    steps = {name: step_of(kind, model, inputs, labels, device) for name, model in models.items()}
+    fns = {name: steps[name] for name in plain}
+    fns.update({f"{name}/{v}": switch(v, steps[name]) for name in models if name not in plain for v in variants})
+    return interleaved(fns, cfg, device)
+
+
+def print_old_new(kind: str, times: dict[str, float], names, reference: str, relative) -> None:
+    """One line per model: the ``reference`` step's time, then old and new, each with ``relative(time, reference)``."""
+    ref = times[reference]
+    for name in names:
+        old, new = times[f"{name}/old"], times[f"{name}/new"]
+        print(f"{kind} {name}: {reference} {ref * 1000:.1f} ms, old {old * 1000:.1f} ms ({relative(old, ref)}), "
+              f"new {new * 1000:.1f} ms ({relative(new, ref)}), new/old {new / old:.3f}")
+
+
 def with_variant(variant: str, step):
     return with_setting(base, "unbind_in_memory_order", VARIANTS[variant], step)
 
@@ -60,9 +84,7 @@ def main() -> None:
         models = {pe: ViT(img_size=px, patch_size=4, dim=128, depth=6, heads=4, mlp_ratio=2, pe=pe) for pe in pes}
     labels = torch.randint(0, 10, (cfg.batch,))
     for kind in ("train", "infer"):
-        steps = {pe: train_step_fn(m, inputs, labels, device) if kind == "train" else infer_step_fn(m, inputs, device)
-                 for pe, m in models.items()}
-        times = interleaved({f"{pe}/{v}": with_variant(v, steps[pe]) for pe in pes for v in VARIANTS}, cfg, device)
+        times = time_variants(kind, models, VARIANTS, with_variant, inputs, labels, cfg, device)
         for pe in pes:
             old, new = times[f"{pe}/old"], times[f"{pe}/new"]
             print(f"{kind} {pe} {px}px: old {old * 1000:.1f} ms new {new * 1000:.1f} ms  new/old {new / old:.3f}")

@@ -13,8 +13,8 @@ import sys
 import torch
 
 import vitpe.pe.rotary as rotary
-from ab_layout import with_setting  # the sibling A/B script (this folder is on sys.path when run as a script)
-from vitpe.bench import BenchConfig, infer_step_fn, interleaved, train_step_fn
+from ab_layout import print_old_new, time_variants, with_setting  # the sibling A/B script (its folder is on sys.path)
+from vitpe.bench import BenchConfig
 from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.models.vit import ViT
 
@@ -37,15 +37,8 @@ def main() -> None:
               for pe in ["none", *pes]}
     print(f"{px} px, dim {dim}, {heads} heads, MLP ratio {mlp}, {rounds} rounds")
     for kind in sys.argv[7:] or ("infer", "train"):
-        steps = {pe: train_step_fn(m, inputs, labels, device) if kind == "train" else infer_step_fn(m, inputs, device)
-                 for pe, m in models.items()}
-        fns = {"none": steps["none"], **{f"{pe}/{v}": with_variant(v, steps[pe]) for pe in pes for v in VARIANTS}}
-        times = interleaved(fns, cfg, device)
-        none = times["none"]
-        for pe in pes:
-            old, new = times[f"{pe}/old"], times[f"{pe}/new"]
-            print(f"{kind} {pe}: none {none * 1000:.1f} ms, old {old * 1000:.1f} ms ({old / none - 1:+.1%}), "
-                  f"new {new * 1000:.1f} ms ({new / none - 1:+.1%}), new/old {new / old:.3f}")
+        times = time_variants(kind, models, VARIANTS, with_variant, inputs, labels, cfg, device, plain=("none",))
+        print_old_new(kind, times, pes, "none", lambda t, none: f"{t / none - 1:+.1%}")
     rotary.SLICE_BYTES = VARIANTS["new"]
 
 
