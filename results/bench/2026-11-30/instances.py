@@ -1,0 +1,56 @@
+"""Do identical model instances time differently? Several instances of each PE's ViT (the same seed), one process,
+interleaved rounds in a seeded shuffled order; every round's time is printed, relative to the first ``none``.
+
+Run from the repository root (output of the run on an idle machine: instances64.txt):
+
+    PYTHONPATH=. python results/bench/2026-11-30/instances.py 64 none:3,learnable:2,sincos:1,alibi:1 7 2 train
+
+Arguments: image size, PE:instances list, rounds, threads, train or infer. Recipe dims (dim 128, depth 6, 4 heads, MLP
+ratio 2, class token), batch 128, two warm-up steps each; steps are :mod:`vitpe.bench`'s.
+"""
+import random
+import statistics
+import sys
+import time
+
+import torch
+
+from vitpe.bench import infer_step_fn, train_step_fn
+from vitpe.engine.cpu_malloc import keep_freed_memory
+from vitpe.models.vit import ViT
+
+
+def main() -> None:
+    px, spec, rounds, threads, kind = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+    keep_freed_memory()
+    torch.set_num_threads(threads)
+    device = torch.device("cpu")
+    images, labels = torch.randn(128, 3, px, px), torch.randint(0, 10, (128,))
+    steps = {}
+    for item in spec.split(","):
+        pe, count = item.split(":")
+        for i in range(int(count)):
+            torch.manual_seed(0)
+            model = ViT(img_size=px, patch_size=4, dim=128, depth=6, heads=4, mlp_ratio=2.0, pe=pe)
+            steps[f"{pe}#{i}"] = (train_step_fn(model, (images,), labels, device) if kind == "train"
+                                  else infer_step_fn(model, (images,), device))
+    for step in steps.values():
+        step()
+        step()
+    times = {name: [] for name in steps}
+    order, shuffle = list(steps), random.Random(0).shuffle
+    for _ in range(rounds):
+        shuffle(order)
+        for name in order:
+            start = time.perf_counter()
+            steps[name]()
+            times[name].append(time.perf_counter() - start)
+    base = statistics.median(times[next(iter(times))])
+    for name, values in times.items():
+        median = statistics.median(values)
+        print(f"{name:14s} median {median * 1000:7.1f} ms {median / base - 1:+.1%}  rounds "
+              + " ".join(f"{t / base - 1:+.0%}" for t in values))
+
+
+if __name__ == "__main__":
+    main()
