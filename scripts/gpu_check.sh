@@ -39,7 +39,7 @@ echo "# GPU check, $(date -u +%FT%TZ)" > "$summary"
 
 step() {  # step NAME SECONDS command...: run with a time limit, log to OUT/NAME.log, note failures in the summary
   local name=$1 limit=$2
-  [[ $steps == *" ${name%%_probe} "* ]] || return 1
+  [[ $steps == *" ${name%%_probe} "* ]] || return 1  # only the chosen STEPS (recipe_probe belongs to recipe)
   shift 2
   echo "$(date -u +%T) $name" >&2
   timeout --signal=TERM --kill-after=20 "$limit" "$@" > "$out/$name.log" 2>&1

@@ -90,6 +90,12 @@ def infer_step_fn(model: torch.nn.Module, inputs: tuple, device: torch.device) -
 
 def interleaved(fns: dict[str, Callable], cfg: BenchConfig, device: torch.device) -> dict[str, float]:
     """Median seconds per step of each function, timed in interleaved rounds after a warmup."""
+    return {name: statistics.median(values) for name, values in interleaved_rounds(fns, cfg, device).items()}
+
+
+def interleaved_rounds(fns: dict[str, Callable], cfg: BenchConfig, device: torch.device) -> dict[str, list[float]]:
+    """Seconds per step of each function in every round (``cfg.repeats`` rounds of ``cfg.steps`` steps, a fresh
+    seeded order each round, after ``cfg.warmup`` steps each)."""
     for fn in fns.values():
         for _ in range(cfg.warmup):
             fn()
@@ -107,7 +113,7 @@ def interleaved(fns: dict[str, Callable], cfg: BenchConfig, device: torch.device
                 fn()
             _sync(device)
             times[name].append((time.perf_counter() - start) / cfg.steps)
-    return {name: statistics.median(values) for name, values in times.items()}
+    return times
 
 
 def timm_vit(cfg: BenchConfig, img_size: int, num_classes: int = 10) -> torch.nn.Module:

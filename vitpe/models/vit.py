@@ -124,7 +124,7 @@ class ViT(PETrunk):
         else:
             # the patch convolution writes (B, D, gh, gw) and NHWC is a permuted view of it: left so, the tokens keep
             # that transposed memory order through every residual add, and every LayerNorm copies them (one copy
-            # here instead: 0.86-0.89x inference, 0.96-0.98x training time, mean pooling, recipe dims)
+            # here instead: 0.91-0.95x inference, 0.92-0.99x training time, mean pooling, recipe dims; BENCHMARKS.md)
             x = x.contiguous()  # (B, N, D), row-major
         return self.encode(x, grid)
 

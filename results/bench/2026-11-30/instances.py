@@ -1,5 +1,5 @@
-"""Do identical model instances time differently? Several instances of each PE's ViT (the same seed), one process,
-interleaved rounds in a seeded shuffled order; every round's time is printed, relative to the first ``none``.
+"""Do identical model instances time differently? Several instances of each PE's ViT (the same seed), timed in one
+process by :mod:`vitpe.bench`'s interleaved rounds; every round's time is printed, relative to the first ``none``.
 
 Run from the repository root (output of the run on an idle machine: instances64.txt):
 
@@ -8,14 +8,13 @@ Run from the repository root (output of the run on an idle machine: instances64.
 Arguments: image size, PE:instances list, rounds, threads, train or infer. Recipe dims (dim 128, depth 6, 4 heads, MLP
 ratio 2, class token), batch 128, two warm-up steps each; steps are :mod:`vitpe.bench`'s.
 """
-import random
 import statistics
 import sys
-import time
 
 import torch
 
-from vitpe.bench import infer_step_fn, train_step_fn
+from ab_layout import step_of  # the sibling A/B script (its folder is on sys.path)
+from vitpe.bench import BenchConfig, interleaved_rounds
 from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.models.vit import ViT
 
@@ -24,27 +23,16 @@ def main() -> None:
     px, spec, rounds, threads, kind = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
     keep_freed_memory()
     torch.set_num_threads(threads)
-    device = torch.device("cpu")
-    images, labels = torch.randn(128, 3, px, px), torch.randint(0, 10, (128,))
+    cfg, device = BenchConfig(repeats=rounds), torch.device("cpu")
+    inputs, labels = (torch.randn(cfg.batch, 3, px, px),), torch.randint(0, 10, (cfg.batch,))
     steps = {}
     for item in spec.split(","):
         pe, count = item.split(":")
         for i in range(int(count)):
             torch.manual_seed(0)
             model = ViT(img_size=px, patch_size=4, dim=128, depth=6, heads=4, mlp_ratio=2.0, pe=pe)
-            steps[f"{pe}#{i}"] = (train_step_fn(model, (images,), labels, device) if kind == "train"
-                                  else infer_step_fn(model, (images,), device))
-    for step in steps.values():
-        step()
-        step()
-    times = {name: [] for name in steps}
-    order, shuffle = list(steps), random.Random(0).shuffle
-    for _ in range(rounds):
-        shuffle(order)
-        for name in order:
-            start = time.perf_counter()
-            steps[name]()
-            times[name].append(time.perf_counter() - start)
+            steps[f"{pe}#{i}"] = step_of(kind, model, inputs, labels, device)
+    times = interleaved_rounds(steps, cfg, device)
     base = statistics.median(times[next(iter(times))])
     for name, values in times.items():
         median = statistics.median(values)
