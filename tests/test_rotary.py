@@ -96,6 +96,8 @@ def test_slices_cover_the_batch_in_cache_sized_steps(monkeypatch):
     assert rotary._slicing(q[:2], cos, q[:2]) == (0, 0)  # small enough for one piece
     per_sample = torch.ones(5, 2, 7, 4)  # angles that differ along the batch: nothing left to cut along
     assert rotary._slicing(q, per_sample, q) == (0, 0)
+    on_gpu_like = torch.empty(5, 2, 7, 8, device="meta")  # any device but the CPU: one launch per kernel pays
+    assert rotary._slicing(on_gpu_like, cos.to("meta"), on_gpu_like) == (0, 0)
 
 
 def test_slicing_changes_no_bit(monkeypatch):

@@ -41,9 +41,14 @@ SLICE_BYTES = 1 << 20
 
 def _slicing(x: torch.Tensor, cos: torch.Tensor, out: torch.Tensor) -> tuple[int, int]:
     """(dimension, step) to cut a rotation into slices of about :data:`SLICE_BYTES` of ``out``: the largest leading
-    dimension the angles are broadcast along (so every slice uses all of ``cos``); step 0 where slicing does not pay."""
+    dimension the angles are broadcast along (so every slice uses all of ``cos``); step 0 where slicing does not pay.
+
+    Only on the CPU: a GPU streams the whole tensor in one launch per kernel, and there every slice costs four more
+    launches (on an H200 the slicing made RoPE's training step 4.2-4.3x that of no PE at 64 px, batch 128).
+    """
     lead = out.dim() - cos.dim()  # out's dimensions in front of cos's
-    if x.shape != out.shape or lead < 1 or out.numel() * out.element_size() <= 2 * SLICE_BYTES:
+    if (out.device.type != "cpu" or x.shape != out.shape or lead < 1
+            or out.numel() * out.element_size() <= 2 * SLICE_BYTES):
         return 0, 0
     dim = max(range(lead), key=lambda d: out.shape[d])
     per_index = out.numel() // out.shape[dim] * out.element_size()
