@@ -109,3 +109,24 @@ def test_slicing_changes_no_bit(monkeypatch):
     assert rotary._slicing(qkv[:2], angles, qkv[:2]) == (1, 2)
     sliced = rotate_qk_of_qkv(qkv, angles.cos(), angles.sin())
     assert all(torch.equal(a, b) for a, b in zip(whole, sliced))  # same kernels per element: results reproduce
+
+
+def test_per_layer_angles_take_no_zero_filled_gradient_per_layer():
+    """RoPE-Mixed's per-layer cos/sin are split once per forward: indexing the (depth, ...) tables per layer would
+    make each layer's angle gradient a zero-filled copy of the whole table (select_backward), summed by autograd."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from vitpe.models.vit import ViT
+
+    def backward_ops(pe: str) -> list[str]:
+        torch.manual_seed(0)
+        model = ViT(img_size=16, patch_size=4, dim=32, depth=3, heads=2, mlp_ratio=2, pe=pe, pool="mean")
+        loss = model(torch.randn(2, 3, 16, 16)).sum()
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            loss.backward()
+        return [e.name for e in prof.events()]
+
+    mixed, plain = backward_ops("rope_mixed"), backward_ops("none")
+    assert any("_RotaryQKBackward" in name for name in mixed)  # the rotation's backward ran
+    assert mixed.count("aten::select_backward") == plain.count("aten::select_backward")
+    assert mixed.count("aten::zeros") == plain.count("aten::zeros")

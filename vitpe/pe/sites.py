@@ -33,6 +33,10 @@ class AdditiveEncoding(PositionEncoding):
         return x + state.to(x.dtype) if layer == 0 else x
 
 
+#: A rotary PE's per-forward state: (cos, sin), each (P + N, Dh/2), or per layer a tuple of ``depth`` (nH, P + N, Dh/2).
+RotaryState = tuple[torch.Tensor, torch.Tensor] | tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]
+
+
 class RotaryEncoding(PositionEncoding):
     """q,k site: rotary position embedding in the rotate-half layout (pair ``j`` is channels ``j`` and ``j + Dh/2``).
 
@@ -56,18 +60,21 @@ class RotaryEncoding(PositionEncoding):
     def phases(self, grid: Grid) -> torch.Tensor:
         raise NotImplementedError
 
-    def _prepare(self, grid: Grid) -> tuple[torch.Tensor, torch.Tensor]:
+    def _prepare(self, grid: Grid) -> RotaryState:
         phase = pad_prefix(self.phases(grid), self.num_prefix_tokens).float()  # (..., P + N, Dh/2)
-        return phase.cos(), phase.sin()
+        cos, sin = phase.cos(), phase.sin()
+        if self.per_layer:  # split once: the layers' angle gradients then gather in one stack, where indexing per
+            return cos.unbind(0), sin.unbind(0)  # layer would give each a zero-filled (depth, ...) copy to sum
+        return cos, sin
 
-    def rotate(self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], layer: int) -> torch.Tensor:
+    def rotate(self, x: torch.Tensor, state: RotaryState, layer: int) -> torch.Tensor:
         return rotate_half_pairs(x, *self._angles(state, layer))
 
-    def rotate_qkv(self, qkv: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], layer: int
+    def rotate_qkv(self, qkv: torch.Tensor, state: RotaryState, layer: int
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return rotate_qk_of_qkv(qkv, *self._angles(state, layer))  # q and k rotated in one pass
 
-    def _angles(self, state: tuple[torch.Tensor, torch.Tensor], layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def _angles(self, state: RotaryState, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """This layer's cos, sin: (nH, P + N, Dh/2) per layer, else (P + N, Dh/2)."""
         cos, sin = state
         return (cos[layer], sin[layer]) if self.per_layer else (cos, sin)
