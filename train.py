@@ -191,6 +191,8 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
 
     def checkpoint(path: Path) -> None:  # called on every rank; rank 0 writes
         saved_state = dataclasses.asdict(state)
+        if state.step_in_epoch:  # mid-epoch (a preemption, checkpoint_every): the epoch's time so far counts too,
+            saved_state["elapsed_s"] += time.perf_counter() - started  # or a resumed run would report less time
         if dist_info.enabled:  # the running sums of all ranks, so a resumed epoch reports what an unbroken one would
             sums = all_reduce_sum([state.loss_sum, state.correct, state.seen], device, dist_info)
             saved_state.update(zip(("loss_sum", "correct", "seen"), sums))
@@ -219,6 +221,7 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
 
     # ---- loop
     rate_key = "seq_per_s" if config.task == "text" else "img_per_s"
+    started = time.perf_counter()  # when the current epoch (or its resumed part) began
     while state.epoch < t.epochs:
         started = time.perf_counter()
         train_metrics = train_one_epoch(

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -21,7 +22,7 @@ import train
 from vitpe.engine import checkpoint as checkpoint_module
 from vitpe.engine import metrics_file
 from vitpe.engine.checkpoint import load_checkpoint
-from vitpe.engine.preemption import PREEMPTED_EXIT
+from vitpe.engine.preemption import PREEMPTED_EXIT, StopRequests
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
@@ -83,6 +84,29 @@ def test_one_owner_then_sigterm_checkpoints_the_step_and_resume_is_exact(referen
 
     assert train.main(["--resume", str(out), "--no-progress"]) == 0
     assert_same_run(reference, out)
+
+
+def test_a_resumed_run_reports_the_time_of_an_unbroken_one(tmp_path, monkeypatch):
+    """``elapsed_s`` keeps the part of an epoch trained before a preemption (a clock that ticks once per step)."""
+    clock = {"now": 0.0, "steps": 0, "stop_at": 0}
+
+    def should_stop(self, device, dist_info) -> bool:  # asked after every optimiser step (and at each epoch's end)
+        clock["now"] += 1.0
+        clock["steps"] += 1
+        return clock["steps"] == clock["stop_at"]
+
+    monkeypatch.setattr(StopRequests, "should_stop", should_stop)
+    monkeypatch.setattr(train, "time", SimpleNamespace(perf_counter=lambda: clock["now"]))
+    args = ["--config", SMOKE, "data.synthetic_size=256", "train.epochs=2", "train.batch_size=32", "--no-progress"]
+
+    def elapsed(run: Path) -> float:
+        return json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])["elapsed_s"]
+
+    assert train.main([*args, f"out_dir={tmp_path / 'unbroken'}"]) == 0
+    clock.update(now=0.0, steps=0, stop_at=3)  # stopped after the third step of the first epoch
+    assert train.main([*args, f"out_dir={tmp_path / 'resumed'}"]) == PREEMPTED_EXIT
+    assert train.main(["--resume", str(tmp_path / "resumed"), "--no-progress"]) == 0
+    assert elapsed(tmp_path / "resumed") == elapsed(tmp_path / "unbroken") > 3
 
 
 def test_ctrl_c_stops_like_sigterm(reference, tmp_path):
