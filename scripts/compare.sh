@@ -28,7 +28,7 @@ mkdir -p "$runs"
 
 train_all() {  # reads lines "RUN_DIR CONFIG key=value ..."; trains JOBS of them at a time, each logging to RUN_DIR.log
   # (trailing blanks are cut: xargs -L would join such a line with the next one)
-  sed 's/[[:space:]]*$//' | xargs -r -P "$jobs" -L 1 sh -c 'scripts/train_or_resume.sh "$0" "$@" > "$0.log" 2>&1 || { echo "failed: $0 (see $0.log)" >&2; exit 255; }'
+  sed 's/[[:space:]]*$//' | xargs -r -P "$jobs" -L 1 sh -c 'scripts/train_or_resume.sh "$0" "$@" >> "$0.log" 2>&1 || { echo "failed: $0 (see $0.log)" >&2; exit 255; }'
 }
 
 single=()

@@ -26,6 +26,7 @@ jobs=${JOBS:-2}
 mkdir -p "$runs"
 
 run_one() {  # run_one timm OUT SEED | run_one vitpe OUT CONFIG key=value ...: one training, logged to OUT.log
+  # (appended to: a run resumed after a stop keeps the log of its part before, preemption message included)
   local kind=$1 out=$2
   shift 2
   if [ "$kind" = timm ]; then
@@ -35,7 +36,7 @@ run_one() {  # run_one timm OUT SEED | run_one vitpe OUT CONFIG key=value ...: o
     "$PYTHON" scripts/timm_baseline.py --out "$out" --seed "$1" --epochs "$TIMM_EPOCHS" $TIMM_ARGS $resume
   else
     scripts/train_or_resume.sh "$out" "$@"
-  fi > "$out.log" 2>&1 || { echo "failed: $out (see $out.log)" >&2; exit 255; }
+  fi >> "$out.log" 2>&1 || { echo "failed: $out (see $out.log)" >&2; exit 255; }
 }
 export -f run_one
 

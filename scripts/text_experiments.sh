@@ -16,10 +16,10 @@ extra=${EXTRA:-}
 sst2_pes=(${SST2_PES-none learnable sincos rope_axial})
 length_pes=(${LENGTH_PES-none learnable sincos rope_axial relbias alibi})
 
-logged() {  # logged LOG CMD...: run CMD with its output in LOG; when it fails, say where to look and stop
-  local log=$1
+logged() {  # logged LOG CMD...: run CMD with its output appended to LOG (a resumed run keeps its log from before the
+  local log=$1  # stop); when it fails, say where to look and stop
   shift
-  "$@" > "$log" 2>&1 || { echo "failed: $* (see $log)" >&2; exit 255; }
+  "$@" >> "$log" 2>&1 || { echo "failed: $* (see $log)" >&2; exit 255; }
 }
 
 train_seeds() {  # train_seeds NAME CONFIG PE...: every PE with every seed as RUNS/NAME_PE_sSEED; prints the run folders

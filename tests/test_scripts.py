@@ -201,6 +201,7 @@ def test_recipe_vs_timm_runs_both_side_by_side_and_tabulates(tmp_path):
     again = subprocess.run(["bash", "scripts/recipe_vs_timm.sh", str(runs)], cwd=ROOT, env=env, capture_output=True,
                            text=True, timeout=600)
     assert again.returncode == 0 and (runs / "accuracy.md").read_text() == table  # finished runs are kept
+    assert "epoch 1/1" in (runs / "learnable_s0.log").read_text()  # and so are their logs (appended to, not emptied)
     refused = subprocess.run(["bash", "scripts/recipe_vs_timm.sh", str(runs)], cwd=ROOT, env={**env, "JOBS": "two"},
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "JOBS must be a positive whole number" in refused.stderr
