@@ -221,9 +221,8 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
 
     # ---- loop
     rate_key = "seq_per_s" if config.task == "text" else "img_per_s"
-    started = time.perf_counter()  # when the current epoch (or its resumed part) began
     while state.epoch < t.epochs:
-        started = time.perf_counter()
+        started = time.perf_counter()  # when this epoch (or its resumed part) began; checkpoint() reads it too
         train_metrics = train_one_epoch(
             train_model, data.train, optimizer, scheduler, state, seed=t.seed, label_smoothing=t.label_smoothing,
             grad_clip=t.grad_clip, mixup=mixup, ema=ema, dist_info=dist_info, device=device, on_step=on_step,

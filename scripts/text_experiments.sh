@@ -16,8 +16,10 @@ extra=${EXTRA:-}
 sst2_pes=(${SST2_PES-none learnable sincos rope_axial})
 length_pes=(${LENGTH_PES-none learnable sincos rope_axial relbias alibi})
 
-logged() {  # logged LOG CMD...: run CMD with its output appended to LOG (a resumed run keeps its log from before the
-  local log=$1  # stop); when it fails, say where to look and stop
+# logged LOG CMD...: run CMD with its output appended to LOG (a resumed run keeps its log from before the stop); when
+# it fails, say where to look and stop
+logged() {
+  local log=$1
   shift
   "$@" >> "$log" 2>&1 || { echo "failed: $* (see $log)" >&2; exit 255; }
 }

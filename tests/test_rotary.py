@@ -2,7 +2,9 @@
 
 import pytest
 import torch
+from torch.profiler import ProfilerActivity, profile
 
+from vitpe.models.vit import ViT
 from vitpe.pe import rotary
 from vitpe.pe.rotary import rotate_half_pairs, rotate_qk_of_qkv
 
@@ -114,10 +116,6 @@ def test_slicing_changes_no_bit(monkeypatch):
 def test_per_layer_angles_take_no_zero_filled_gradient_per_layer():
     """RoPE-Mixed's per-layer cos/sin are split once per forward: indexing the (depth, ...) tables per layer would
     make each layer's angle gradient a zero-filled copy of the whole table (select_backward), summed by autograd."""
-    from torch.profiler import ProfilerActivity, profile
-
-    from vitpe.models.vit import ViT
-
     def backward_ops(pe: str) -> list[str]:
         torch.manual_seed(0)
         model = ViT(img_size=16, patch_size=4, dim=32, depth=3, heads=2, mlp_ratio=2, pe=pe, pool="mean")
