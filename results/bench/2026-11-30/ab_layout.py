@@ -71,8 +71,9 @@ def with_variant(variant: str, step):
     return with_setting(base, "unbind_in_memory_order", VARIANTS[variant], step)
 
 
-def main() -> None:
-    scope, px, pes, rounds = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(","), int(sys.argv[4])
+def setup(scope: str, px: int, pes: list[str], rounds: int, **vit_options):
+    """One thread, seed 0; (cfg, device, inputs, labels, models): ``layer`` -- one attention layer per PE on random
+    tokens, ``model`` -- the ViT at the CPU recipe's dims (``vit_options`` added) on random images; batch 128."""
     torch.set_num_threads(1)
     torch.manual_seed(0)
     cfg, device, grid = BenchConfig(repeats=rounds), torch.device("cpu"), (px // 4, px // 4)
@@ -81,8 +82,14 @@ def main() -> None:
         models = {pe: OneLayer(pe, 128, 4, grid) for pe in pes}
     else:
         inputs = (torch.randn(cfg.batch, 3, px, px),)
-        models = {pe: ViT(img_size=px, patch_size=4, dim=128, depth=6, heads=4, mlp_ratio=2, pe=pe) for pe in pes}
-    labels = torch.randint(0, 10, (cfg.batch,))
+        models = {pe: ViT(img_size=px, patch_size=4, dim=128, depth=6, heads=4, mlp_ratio=2, pe=pe, **vit_options)
+                  for pe in pes}
+    return cfg, device, inputs, torch.randint(0, 10, (cfg.batch,)), models
+
+
+def main() -> None:
+    scope, px, pes, rounds = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(","), int(sys.argv[4])
+    cfg, device, inputs, labels, models = setup(scope, px, pes, rounds)
     for kind in ("train", "infer"):
         times = time_variants(kind, models, VARIANTS, with_variant, inputs, labels, cfg, device)
         for pe in pes:
