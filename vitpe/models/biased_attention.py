@@ -60,7 +60,7 @@ class _ChunkedBiasedAttention(torch.autograd.Function):
             p = torch.softmax(scores, dim=-1)
             torch.matmul(p, v[part], out=out[part])  # (c, nH, T, Dh)
             probs.append(p)
-        ctx.step, ctx.scale, ctx.per_sample = step, scale, bias.dim() == 4
+        ctx.step, ctx.scale, ctx.bias_shape = step, scale, bias.shape
         ctx.save_for_backward(q, k, v, out, *probs)
         return out
 
@@ -69,8 +69,8 @@ class _ChunkedBiasedAttention(torch.autograd.Function):
         q, k, v, out, *probs = ctx.saved_tensors
         step, scale = ctx.step, ctx.scale
         grad_q, grad_k, grad_v = (torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
-        bias_shape = (*q.shape[:3], k.shape[-2]) if ctx.per_sample else (*q.shape[1:3], k.shape[-2])
-        grad_bias = torch.zeros(bias_shape, dtype=q.dtype, device=q.device)  # (B or -, nH, T, T)
+        per_sample = len(ctx.bias_shape) == 4
+        grad_bias = torch.zeros(ctx.bias_shape, dtype=q.dtype, device=q.device)  # ((B,) nH, T, T)
         for start, p in zip(range(0, q.shape[0], step), probs):
             part = slice(start, start + step)
             g = grad_out[part]  # (c, nH, T, Dh)
@@ -78,7 +78,7 @@ class _ChunkedBiasedAttention(torch.autograd.Function):
             grad_scores = torch.matmul(g, v[part].transpose(-1, -2))  # dP, (c, nH, T, T)
             grad_scores -= (g * out[part]).sum(-1, keepdim=True)  # - rowsum(dO * O) = - rowsum(P * dP)
             grad_scores *= p  # dS
-            if ctx.per_sample:
+            if per_sample:
                 grad_bias[part] = grad_scores
             else:
                 grad_bias += grad_scores.sum(0)  # (nH, T, T)
@@ -87,10 +87,15 @@ class _ChunkedBiasedAttention(torch.autograd.Function):
         return grad_q, grad_k, grad_v, grad_bias
 
 
+def plain_biased_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """The same formula on the whole batch at once, under autograd: what ``torch.compile`` fuses."""
+    scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-1, -2)) + bias  # (B, nH, T, T)
+    return torch.matmul(scores.softmax(-1), v)  # (B, nH, T, Dh)
+
+
 def biased_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     """``softmax(q k^T / sqrt(Dh) + bias) v`` for q, k, v (B, nH, T, Dh) and a bias (nH, T, T) or (B, nH, T, T), with
     its gradients; the caller takes it where :func:`takes_fast_path` says so, SDPA elsewhere."""
     if torch.compiler.is_compiling():
-        scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-1, -2)) + bias  # (B, nH, T, T)
-        return torch.matmul(scores.softmax(-1), v)  # (B, nH, T, Dh)
+        return plain_biased_attention(q, k, v, bias)
     return _ChunkedBiasedAttention.apply(q, k, v, bias)

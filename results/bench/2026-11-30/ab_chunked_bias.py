@@ -12,24 +12,18 @@ time is also given as the overhead over it. Training steps only (inference never
 import sys
 
 import torch
-import torch.nn.functional as F
 
 import vitpe.models.attention as attention
 from ab_layout import setup, time_variants, with_setting
 from vitpe.engine.cpu_malloc import keep_freed_memory
-from vitpe.models.biased_attention import biased_attention, takes_fast_path
+from vitpe.models.biased_attention import biased_attention, plain_biased_attention, takes_fast_path
 
 
 def old_takes_fast_path(q: torch.Tensor, bias: torch.Tensor) -> bool:
     return takes_fast_path(q, bias) and q.shape[-2] <= 128
 
 
-def old_biased_attention(q, k, v, bias):
-    scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-1, -2)) + bias  # (B, nH, T, T)
-    return torch.matmul(F.softmax(scores, -1), v)
-
-
-VARIANTS = {"old": (old_takes_fast_path, old_biased_attention), "new": (takes_fast_path, biased_attention)}
+VARIANTS = {"old": (old_takes_fast_path, plain_biased_attention), "new": (takes_fast_path, biased_attention)}
 
 
 def with_variant(variant: str, step):
