@@ -4,9 +4,10 @@ import json
 import math
 
 import pytest
+import torch
 
 import vitpe.pe
-from vitpe import bench
+from vitpe import bench, bench_targets
 from vitpe.bench_targets import NOISE_REFERENCE, check_targets
 
 ROW_KEYS = {"pe", "img_size", "train_img_s", "infer_img_s", "train_vs_timm", "train_vs_none", "infer_vs_timm",
@@ -66,3 +67,42 @@ def test_mean_pooling_benchmarks_both_models_with_the_recipes_head(tmp_path):
     assert {r["pe"] for r in result["rows"]} == {"timm", "none", "learnable", NOISE_REFERENCE}
     with pytest.raises(SystemExit):  # argparse: "invalid choice: 'avg' (choose from 'cls', 'mean')"
         bench.main(["--quick", "--out", str(tmp_path), "--pool", "avg"])
+
+
+def test_the_recipe_preset_and_threads_reach_the_run(tmp_path):
+    out = tmp_path / "recipe"
+    threads = torch.get_num_threads()
+    try:
+        assert bench.main(["--quick", "--out", str(out), "--preset", "recipe", "--threads", "1", "--dim", "32",
+                           "--pes", "learnable", "--no-text", "--no-data"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    result = json.loads((out / "bench.json").read_text())
+    # the preset's head and MLP ratio; --dim overrides its width, --quick its other sizes
+    assert result["config"]["pool"] == "mean" and result["config"]["mlp_ratio"] == 2.0
+    assert result["config"]["dim"] == 32 and result["machine"]["cpu_threads"] == 1
+    assert bench.main(["--quick", "--out", str(out), "--threads", "0"]) == 2
+
+
+def test_one_target_table_over_several_runs(tmp_path, capsys):
+    def write(folder, dim, pool, overhead):
+        folder.mkdir()
+        rows = [{"pe": "rope_mixed", "img_size": 32, "train_vs_none": 1 / (1 + overhead), "infer_vs_none": 1.0}]
+        result = {"rows": rows, "config": {"dim": dim, "heads": 4, "mlp_ratio": 2.0, "pool": pool, "device": "cpu"},
+                  "machine": {"cpu_threads": 1}}
+        (folder / "bench.json").write_text(json.dumps(result))
+
+    write(tmp_path / "default", 192, "cls", 0.05)
+    write(tmp_path / "recipe", 128, "mean", 0.09)
+    assert bench_targets.main([str(tmp_path / "default"), str(tmp_path / "recipe")]) == 0
+    table = capsys.readouterr().out
+    assert "| dim 192, 4 heads, MLP 2, class token, 1 thread | rope_mixed (qk) overhead vs none (train, <=) | 32 | " \
+           "+5.0% | +8.0% |  | yes |" in table
+    assert "| dim 128, 4 heads, MLP 2, mean pool, 1 thread | rope_mixed (qk) overhead vs none (train, <=) | 32 | " \
+           "+9.0% | +8.0% |  | **no** |" in table
+    assert "3 of 4 checks met." in table
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "bench.json").write_text("{")
+    for bad, says in ((tmp_path / "nothing", "no bench.json"), (tmp_path / "broken", "not JSON")):
+        assert bench_targets.main([str(bad)]) == 2
+        assert says in capsys.readouterr().err

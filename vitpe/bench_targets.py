@@ -9,10 +9,18 @@
 Overhead is ``t_pe / t_none - 1`` from the medians of one interleaved run (``1 / train_vs_none - 1``). Each check
 carries the noise floor of its image size where the run measured one: the overhead of a second, identical ``none``
 model over the first (training or inference, as the check), so a reader sees which differences are real.
+
+The targets hold at the default dims and at the CPU recipe's (``--preset recipe``); one table over several runs:
+
+    python -m vitpe.bench_targets RUN_DIR [RUN_DIR ...]     # each holding a bench.json
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import vitpe.pe
@@ -61,11 +69,66 @@ def check_targets(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def targets_markdown(checks: list[dict[str, Any]]) -> list[str]:
-    """The checks as a markdown table (ratios as x, overheads and shares as %)."""
-    lines = ["| target | px | measured | limit | noise floor | met |", "|---|---|---|---|---|---|"]
+    """The checks as a markdown table (ratios as x, overheads and shares as %), with a first column naming the
+    benchmark run where the checks carry a ``"run"``."""
+    runs = any("run" in c for c in checks)
+    lines = [f"| {'run | ' if runs else ''}target | px | measured | limit | noise floor | met |",
+             f"|{'---|' if runs else ''}---|---|---|---|---|---|"]
     for c in checks:
         fmt = (lambda v: f"{v:.3f}x") if c["unit"] == "ratio" else (lambda v: f"{100 * v:+.1f}%")
         noise = "" if c.get("noise") is None else f"±{100 * c['noise']:.1f}%"
-        lines.append(f"| {c['target']} | {c['img_size']} | {fmt(c['measured'])} | {fmt(c['limit'])} | {noise} | "
-                     f"{'yes' if c['met'] else '**no**'} |")
+        lines.append(f"| {c['run'] + ' | ' if runs else ''}{c['target']} | {c['img_size']} | {fmt(c['measured'])} | "
+                     f"{fmt(c['limit'])} | {noise} | {'yes' if c['met'] else '**no**'} |")
     return lines
+
+
+def describe_run(result: dict[str, Any]) -> str:
+    """A short name of a benchmark run's model, threads and compilation, e.g. ``dim 128, 4 heads, MLP 2, mean pool,
+    1 thread``."""
+    cfg, threads = result["config"], result["machine"].get("cpu_threads")
+    parts = [f"dim {cfg['dim']}", f"{cfg['heads']} heads", f"MLP {cfg['mlp_ratio']:g}",
+             "mean pool" if cfg.get("pool") == "mean" else "class token"]
+    if cfg.get("device", "cpu") == "cpu" and threads:
+        parts.append(f"{threads} thread{'s' if threads > 1 else ''}")
+    if cfg.get("device", "cpu") != "cpu":
+        parts.append(cfg["device"])
+    if cfg.get("compile"):
+        parts.append("compiled")
+    return ", ".join(parts)
+
+
+def load_result(run: Path) -> dict[str, Any]:
+    """A run's ``bench.json`` (``run`` is its folder or the file); ValueError saying what is wrong otherwise."""
+    path = run / "bench.json" if run.is_dir() else run
+    if not path.is_file():
+        raise ValueError(f"{run}: no bench.json there; give the --out folder of a python -m vitpe.bench run")
+    try:
+        result = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not JSON ({err}); rerun the benchmark") from None
+    missing = [key for key in ("rows", "config", "machine") if not isinstance(result, dict) or key not in result]
+    if missing:
+        raise ValueError(f"{path}: not a benchmark result (no {', '.join(missing)}); rerun the benchmark")
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="One table of the speed targets over benchmark runs (each run's "
+                                                 "checks recomputed from its bench.json with the current limits).")
+    parser.add_argument("runs", nargs="+", type=Path, help="--out folders (or bench.json files) of vitpe.bench runs")
+    args = parser.parse_args(argv)
+    checks = []
+    try:
+        for run in args.runs:
+            result = load_result(run)
+            checks += [{"run": describe_run(result), **c} for c in check_targets(result)]
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    met = sum(c["met"] for c in checks)
+    print("\n".join([*targets_markdown(checks), "", f"{met} of {len(checks)} checks met."]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
