@@ -66,11 +66,12 @@ def test_presets_load(name):
     load_config(f"configs/{name}.yaml")
 
 
-def test_group_key_ignores_seed_and_out_dir_and_fills_keys_added_later():
+def test_group_key_ignores_seed_and_place_and_fills_keys_added_later():
     from vitpe.config import group_key, to_dict
 
     full = to_dict(load_config(None, ["task=text", "data.dataset=sst2", "train.seed=1", "out_dir=a"]))
-    older = to_dict(load_config(None, ["task=text", "data.dataset=sst2", "train.seed=0", "out_dir=b"]))
+    older = to_dict(load_config(None, ["task=text", "data.dataset=sst2", "train.seed=0", "out_dir=b",
+                                       "data.root=/elsewhere", "train.threads=1"]))
     del older["data"]["word_dropout"]  # a run saved before the key existed
     assert group_key(full) == group_key(older)
     assert group_key(full) != group_key(to_dict(load_config(None, ["task=text", "data.dataset=sst2",

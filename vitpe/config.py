@@ -243,14 +243,17 @@ def to_dict(config: Config) -> dict[str, Any]:
 
 
 def group_key(config: dict[str, Any] | Config) -> str:
-    """A resolved config without ``out_dir`` and ``train.seed``: runs that share it differ only in seed.
+    """A resolved config without ``train.seed`` and where the run happened (``out_dir``, ``data.root``,
+    ``train.threads``): runs that share it are the same experiment with other seeds.
 
     The config is filled through the current dataclasses first, so a run saved before a key was added (with its
     default value) groups with a run saved after.
     """
     tree = to_dict(config if isinstance(config, Config) else config_from_dict(config))
     tree.pop("out_dir", None)
-    tree["train"].pop("seed", None)
+    tree["data"].pop("root", None)
+    for key in ("seed", "threads"):
+        tree["train"].pop(key, None)
     return json.dumps(tree, sort_keys=True)
 
 
