@@ -88,10 +88,11 @@ def describe_run(result: dict[str, Any]) -> str:
     cfg, threads = result["config"], result["machine"].get("cpu_threads")
     parts = [f"dim {cfg['dim']}", f"{cfg['heads']} heads", f"MLP {cfg['mlp_ratio']:g}",
              "mean pool" if cfg.get("pool") == "mean" else "class token"]
-    if cfg.get("device", "cpu") == "cpu" and threads:
+    device = cfg.get("device", "cpu")
+    if device != "cpu":
+        parts.append(device)
+    elif threads:
         parts.append(f"{threads} thread{'s' if threads > 1 else ''}")
-    if cfg.get("device", "cpu") != "cpu":
-        parts.append(cfg["device"])
     if cfg.get("compile"):
         parts.append("compiled")
     return ", ".join(parts)

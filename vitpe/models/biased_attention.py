@@ -60,27 +60,28 @@ class _ChunkedBiasedAttention(torch.autograd.Function):
             p = torch.softmax(scores, dim=-1)
             torch.matmul(p, v[part], out=out[part])  # (c, nH, T, Dh)
             probs.append(p)
-        ctx.step, ctx.scale, ctx.bias_shape = step, scale, bias.shape
+        ctx.bias_shape = bias.shape
         ctx.save_for_backward(q, k, v, out, *probs)
         return out
 
     @staticmethod
     def backward(ctx, grad_out: torch.Tensor):
         q, k, v, out, *probs = ctx.saved_tensors
-        step, scale = ctx.step, ctx.scale
+        scale = q.shape[-1] ** -0.5
         grad_q, grad_k, grad_v = (torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
         per_sample = len(ctx.bias_shape) == 4
         grad_bias = torch.zeros(ctx.bias_shape, dtype=q.dtype, device=q.device)  # ((B,) nH, T, T)
-        for start, p in zip(range(0, q.shape[0], step), probs):
-            part = slice(start, start + step)
+        start = 0
+        for p in probs:  # the chunks of the forward, in order; each knows its own length
+            part = slice(start, start + p.shape[0])
+            start += p.shape[0]
             g = grad_out[part]  # (c, nH, T, Dh)
             torch.matmul(p.transpose(-1, -2), g, out=grad_v[part])
-            grad_scores = torch.matmul(g, v[part].transpose(-1, -2))  # dP, (c, nH, T, T)
+            # dP, (c, nH, T, T); a per-sample bias's gradient is dS itself, so it is built in place there
+            grad_scores = torch.matmul(g, v[part].transpose(-1, -2), out=grad_bias[part] if per_sample else None)
             grad_scores -= (g * out[part]).sum(-1, keepdim=True)  # - rowsum(dO * O) = - rowsum(P * dP)
             grad_scores *= p  # dS
-            if per_sample:
-                grad_bias[part] = grad_scores
-            else:
+            if not per_sample:
                 grad_bias += grad_scores.sum(0)  # (nH, T, T)
             torch.matmul(grad_scores, k[part], out=grad_q[part]).mul_(scale)
             torch.matmul(grad_scores.transpose(-1, -2), q[part], out=grad_k[part]).mul_(scale)
