@@ -4,8 +4,9 @@
 
 All variants of one measurement live in one process and are timed interleaved (A B C ... C A B ..., in a fresh seeded
 order each round), so machine noise hits them alike; each figure is the median over ``--repeats`` rounds (default 9)
-of ``--steps`` steps. A second ``none`` model runs in the same rounds; its difference to the first is the noise floor
-printed next to every overhead. A training step is forward, cross-entropy, backward and an AdamW step on a fixed
+of ``--steps`` steps, and each speed ratio the median of the ratios within rounds, with a bootstrap interval over
+the rounds (:mod:`vitpe.bench_stats`) printed next to every target. A second ``none`` model runs in the same rounds as
+a check: its interval should hold 1. A training step is forward, cross-entropy, backward and an AdamW step on a fixed
 random batch; inference is a forward under ``torch.inference_mode``. On CUDA, steps run under bf16 autocast and are
 synchronised before the clock is read. Writes ``DIR/bench.json`` and ``DIR/bench.md``.
 """
@@ -27,7 +28,8 @@ import torch
 import torch.nn.functional as F
 
 import vitpe.pe
-from vitpe.bench_targets import NOISE_REFERENCE, check_targets, targets_markdown
+from vitpe.bench_stats import CONFIDENCE, paired_speed_ratio
+from vitpe.bench_targets import NOISE_REFERENCE, check_targets, summary, targets_markdown
 from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.models import TextClassifier, ViT
 
@@ -150,16 +152,19 @@ def bench_vit(cfg: BenchConfig, pes: list[str], device: torch.device, log: Calla
                                fc_norm=cfg.pool == "mean", pe="none" if name == NOISE_REFERENCE else name)
         models = {name: _prepare(m, cfg, device) for name, m in models.items()}
         log(f"{size} px: training steps ({len(models)} variants interleaved)")
-        train = interleaved({n: train_step_fn(m, (images,), labels, device) for n, m in models.items()}, cfg, device)
+        rounds = {"train": interleaved_rounds({n: train_step_fn(m, (images,), labels, device)
+                                               for n, m in models.items()}, cfg, device)}
         log(f"{size} px: inference")
-        infer = interleaved({n: infer_step_fn(m, (images,), device) for n, m in models.items()}, cfg, device)
+        rounds["infer"] = interleaved_rounds({n: infer_step_fn(m, (images,), device) for n, m in models.items()},
+                                             cfg, device)
         for name in models:
-            row = {"pe": name, "img_size": size, "train_img_s": cfg.batch / train[name],
-                   "infer_img_s": cfg.batch / infer[name]}
-            for ref in ("timm", "none"):
-                if ref in models:
-                    row[f"train_vs_{ref}"] = train[ref] / train[name]
-                    row[f"infer_vs_{ref}"] = infer[ref] / infer[name]
+            row: dict[str, Any] = {"pe": name, "img_size": size}
+            for kind, times in rounds.items():
+                row[f"{kind}_img_s"] = cfg.batch / statistics.median(times[name])
+                row[f"{kind}_s"] = times[name]  # seconds per step, round by round
+                for ref in ("timm", "none"):
+                    ratio, low, high = paired_speed_ratio(times[name], times[ref])
+                    row[f"{kind}_vs_{ref}"], row[f"{kind}_vs_{ref}_ci"] = ratio, [low, high]
             rows.append(row)
     return rows
 
@@ -242,7 +247,8 @@ def markdown(result: dict[str, Any]) -> str:
              f"heads {cfg['heads']}, MLP ratio {cfg['mlp_ratio']}, patch {cfg['patch_size']}, batch {cfg['batch']}, "
              f"{'average pooling' if cfg.get('pool') == 'mean' else 'class token'}"
              f"{', compiled' if cfg.get('compile') else ''}; "
-             f"median of {cfg['repeats']} interleaved rounds of {cfg['steps']} steps.", "",
+             f"median of {cfg['repeats']} interleaved rounds of {cfg['steps']} steps; ratios paired within "
+             f"rounds, {100 * CONFIDENCE:.0f}% bootstrap intervals in the targets.", "",
              "| PE | px | train img/s | vs timm | vs none | infer img/s | vs timm | vs none |",
              "|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
@@ -257,7 +263,7 @@ def markdown(result: dict[str, Any]) -> str:
                       f"({d['real_epoch_s']:.1f} s) {100 * d['real_epoch_data_share']:.1f}%."]
     if result.get("targets"):
         lines += ["", "Targets (training step; overhead = t_pe / t_none - 1):", "",
-                  *targets_markdown(result["targets"])]
+                  *targets_markdown(result["targets"]), "", summary(result["targets"])]
     if result.get("text_rows"):
         lines += ["", f"Text classifier, training, sequences of {result['text_rows'][0]['seq_len']} tokens:", "",
                   "| PE | tokens/s | vs none |", "|---|---|---|"]

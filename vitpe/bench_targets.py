@@ -6,9 +6,11 @@
 - a rotary PE's inference overhead against ``pe="none"`` is at most 5%;
 - the data pipeline takes at most 5% of a real epoch.
 
-Overhead is ``t_pe / t_none - 1`` from the medians of one interleaved run (``1 / train_vs_none - 1``). Each check
-carries the noise floor of its image size where the run measured one: the overhead of a second, identical ``none``
-model over the first (training or inference, as the check), so a reader sees which differences are real.
+Overhead is ``t_pe / t_none - 1`` (``1 / train_vs_none - 1``), its ratio paired within the interleaved rounds. Each
+check carries the bootstrap interval of that figure (:mod:`vitpe.bench_stats`) and says whether the limit lies outside
+it: a target is met or missed *beyond the noise* only then; otherwise the run cannot tell, and the table says so.
+Results written before the intervals existed carry the older noise floor instead: the overhead of a second, identical
+``none`` model over the first, at that image size.
 
 The targets hold at the default dims and at the CPU recipe's (``--preset recipe``); one table over several runs:
 
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import vitpe.pe
+from vitpe.bench_stats import CONFIDENCE
 
 MAX_OVERHEAD = {"tokens": 0.03, "qk": 0.08, "logits": 0.08}
 MAX_INFER_OVERHEAD = {"qk": 0.05}
@@ -33,36 +36,44 @@ MAX_DATA_SHARE = 0.05
 NOISE_REFERENCE = "none (again)"
 
 
-def _overhead(row: dict[str, Any], kind: str) -> float:
-    return 1.0 / row[f"{kind}_vs_none"] - 1.0
+def _overhead(speed_ratio: float) -> float:
+    return 1.0 / speed_ratio - 1.0
 
 
 def check_targets(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """One record per target and image size: ``{"target", "img_size", "measured", "limit", "unit", "met", "noise"}``,
-    where ``unit`` is ``"ratio"`` (a speed ratio) or ``"fraction"`` (an overhead or a share) and ``noise`` is the noise
-    floor (a fraction) or None."""
+    """One record per target and image size: ``{"target", "img_size", "measured", "limit", "unit", "met", "interval",
+    "clear", "noise"}``, where ``unit`` is ``"ratio"`` (a speed ratio) or ``"fraction"`` (an overhead or a share),
+    ``interval`` the (low, high) bounds of ``measured`` or None, ``clear`` whether the limit lies outside that interval
+    (None without one), and ``noise`` the noise floor of a result without intervals (a fraction) or None."""
     checks = []
-    noise = {(row["img_size"], kind): abs(_overhead(row, kind)) for row in result["rows"]
+    noise = {(row["img_size"], kind): abs(_overhead(row[f"{kind}_vs_none"])) for row in result["rows"]
              if row["pe"] == NOISE_REFERENCE for kind in ("train", "infer")}
 
-    def check(target: str, size: int, measured: float, limit: float, unit: str, kind: str) -> None:
+    def check(target: str, size: int, measured: float, limit: float, unit: str, kind: str,
+              interval: list[float] | None = None) -> None:
         met = measured >= limit if unit == "ratio" else measured <= limit
+        clear = None if interval is None else not min(interval) <= limit <= max(interval)
         checks.append({"target": target, "img_size": size, "measured": measured, "limit": limit, "unit": unit,
-                       "met": met, "noise": noise.get((size, kind))})
+                       "met": met, "interval": interval, "clear": clear,
+                       "noise": None if interval is not None else noise.get((size, kind))})
+
+    def overhead_interval(row: dict[str, Any], kind: str) -> list[float] | None:
+        bounds = row.get(f"{kind}_vs_none_ci")
+        return None if bounds is None else sorted(_overhead(b) for b in bounds)
 
     for row in result["rows"]:
         size = row["img_size"]
         if row["pe"] == "learnable" and "train_vs_timm" in row:
             check("learnable vs timm (train, ratio >=)", size, row["train_vs_timm"], MIN_LEARNABLE_VS_TIMM, "ratio",
-                  "train")
+                  "train", row.get("train_vs_timm_ci"))
         if row["pe"] in ("timm", "none", NOISE_REFERENCE) or "train_vs_none" not in row:
             continue
         site = vitpe.pe.get(row["pe"]).site
-        check(f"{row['pe']} ({site}) overhead vs none (train, <=)", size, _overhead(row, "train"),
-              MAX_OVERHEAD[site], "fraction", "train")
+        check(f"{row['pe']} ({site}) overhead vs none (train, <=)", size, _overhead(row["train_vs_none"]),
+              MAX_OVERHEAD[site], "fraction", "train", overhead_interval(row, "train"))
         if site in MAX_INFER_OVERHEAD:
-            check(f"{row['pe']} ({site}) overhead vs none (inference, <=)", size, _overhead(row, "infer"),
-                  MAX_INFER_OVERHEAD[site], "fraction", "infer")
+            check(f"{row['pe']} ({site}) overhead vs none (inference, <=)", size, _overhead(row["infer_vs_none"]),
+                  MAX_INFER_OVERHEAD[site], "fraction", "infer", overhead_interval(row, "infer"))
     if "data_share" in result:
         check("data pipeline share of a real epoch (<=)", 32, result["data_share"], MAX_DATA_SHARE, "fraction", "data")
     return checks
@@ -70,16 +81,33 @@ def check_targets(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 def targets_markdown(checks: list[dict[str, Any]]) -> list[str]:
     """The checks as a markdown table (ratios as x, overheads and shares as %), with a first column naming the
-    benchmark run where the checks carry a ``"run"``."""
+    benchmark run where the checks carry a ``"run"``. The ``noise`` column holds a check's interval, or the older
+    noise floor; ``met`` says "(within noise)" where the interval holds the limit."""
     runs = any("run" in c for c in checks)
-    lines = [f"| {'run | ' if runs else ''}target | px | measured | limit | noise floor | met |",
+    interval = f"{100 * CONFIDENCE:.0f}% interval (or noise floor)"
+    lines = [f"| {'run | ' if runs else ''}target | px | measured | {interval} | limit | met |",
              f"|{'---|' if runs else ''}---|---|---|---|---|---|"]
     for c in checks:
         fmt = (lambda v: f"{v:.3f}x") if c["unit"] == "ratio" else (lambda v: f"{100 * v:+.1f}%")
-        noise = "" if c.get("noise") is None else f"±{100 * c['noise']:.1f}%"
+        if c.get("interval") is not None:
+            noise = f"{fmt(c['interval'][0])} to {fmt(c['interval'][1])}"
+        else:
+            noise = "" if c.get("noise") is None else f"±{100 * c['noise']:.1f}%"
+        verdict = "yes" if c["met"] else "**no**"
+        if c.get("clear") is False:
+            verdict += " (within noise)"
         lines.append(f"| {c['run'] + ' | ' if runs else ''}{c['target']} | {c['img_size']} | {fmt(c['measured'])} | "
-                     f"{fmt(c['limit'])} | {noise} | {'yes' if c['met'] else '**no**'} |")
+                     f"{noise} | {fmt(c['limit'])} | {verdict} |")
     return lines
+
+
+def summary(checks: list[dict[str, Any]]) -> str:
+    """``"K of N checks met."``, and how many of the N the run could not resolve (interval holding the limit)."""
+    met, unresolved = sum(c["met"] for c in checks), sum(c.get("clear") is False for c in checks)
+    text = f"{met} of {len(checks)} checks met."
+    if unresolved:
+        text += f" {unresolved} within the noise (the interval holds the limit): run more rounds to settle them."
+    return text
 
 
 def describe_run(result: dict[str, Any]) -> str:
@@ -126,8 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    met = sum(c["met"] for c in checks)
-    print("\n".join([*targets_markdown(checks), "", f"{met} of {len(checks)} checks met."]))
+    print("\n".join([*targets_markdown(checks), "", summary(checks)]))
     return 0
 
 
