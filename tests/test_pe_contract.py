@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import vitpe.pe
-from conftest import DIM, HEADS, PREFIX, Encoder, case_id, cases, make_pe, tokens
+from conftest import DEPTH, DIM, HEADS, PREFIX, Encoder, case_id, cases, make_pe, tokens
 
 CASES = cases()
 LEARNED_ABSOLUTE = {"learnable", "separable"}
@@ -47,6 +47,19 @@ def test_hook_shapes_match_the_site(case):
         assert sum(not torch.equal(m, tokens_in) for m in moved) == 1  # acts before exactly one block
         changed = next(m for m in moved if not torch.equal(m, tokens_in))
         assert torch.equal(changed[:, :PREFIX], tokens_in[:, :PREFIX])  # prefix tokens untouched
+
+
+@pytest.mark.parametrize("prefix", [PREFIX, 0], ids=["prefix token", "no prefix"])
+@pytest.mark.parametrize("case", [c for c in CASES if vitpe.pe.get(c[0]).site == "logits"], ids=case_id)
+def test_an_attention_bias_is_contiguous(case, prefix):
+    # a strided bias (a gathered table has its heads innermost) makes SDPA's fused CPU kernel copy the stride-0
+    # batch view of it into a whole (B, nH, T, T) mask in the forward and again in the backward
+    name, ndim = case
+    torch.manual_seed(0)
+    pe = vitpe.pe.build(name, dim=DIM, heads=HEADS, depth=DEPTH, grid=(4, 5) if ndim == 2 else (7,),
+                        num_prefix_tokens=prefix)
+    state = pe.prepare(pe.grid)
+    assert all(pe.attention_bias(state, layer).is_contiguous() for layer in range(DEPTH))
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)

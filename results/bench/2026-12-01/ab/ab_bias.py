@@ -1,0 +1,86 @@
+"""A/B behind ab_contiguous_bias.txt and ab_bias_grad_sum.txt (2026-12-01): two changes to attention biases, each
+timed old against new in one process, `none` in the same rounds, recipe dims (dim 128, 4 heads, MLP 2, mean pool,
+batch 128), paired ratios with 90% bootstrap intervals (vitpe.bench_stats). From the repository root:
+
+    OMP_NUM_THREADS=1 taskset -c 1 python results/bench/2026-12-01/ab/ab_bias.py contiguous 64 alibi 9 train
+    OMP_NUM_THREADS=1 taskset -c 1 python results/bench/2026-12-01/ab/ab_bias.py grad_sum 64 relbias,cpb 9 train
+
+contiguous: a bias handed to SDPA as the gathered, strided view (old) or contiguous (new, BiasEncoding._prepare).
+grad_sum: the chunked attention of an older checkout (old; OLD_TREE, default /work/lanetree at commit a018c2b) against
+this tree's (new: a one-sample chunk's bias gradient added as it is, not through sum(0)).
+"""
+import importlib.util
+import os
+import random
+import sys
+import time
+
+import torch
+
+import vitpe.models.attention as attention
+import vitpe.pe.sites as sites
+from vitpe.bench import infer_step_fn, train_step_fn
+from vitpe.bench_stats import paired_speed_ratio
+from vitpe.engine.cpu_malloc import keep_freed_memory
+from vitpe.models import ViT
+from vitpe.pe.base import pad_prefix
+
+
+def strided_prepare(self, grid):
+    return pad_prefix(self.bias(grid), self.num_prefix_tokens, dims=(-2, -1))
+
+
+def variants(change):
+    """(owner, attribute, {variant: value}): what each variant sets before its step."""
+    if change == "contiguous":
+        return sites.BiasEncoding, "_prepare", {"old": strided_prepare, "new": sites.BiasEncoding._prepare}
+    path = os.path.join(os.environ.get("OLD_TREE", "/work/lanetree"), "vitpe/models/biased_attention.py")
+    spec = importlib.util.spec_from_file_location("old_biased_attention", path)
+    old = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(old)
+    return attention, "biased_attention", {"old": old.biased_attention, "new": attention.biased_attention}
+
+
+def main():
+    change, px, pes, rounds, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(","), int(sys.argv[4]), sys.argv[5]
+    keep_freed_memory()
+    torch.set_num_threads(1)
+    owner, attribute, values = variants(change)
+    g = torch.Generator().manual_seed(0)
+    images, labels = torch.randn(128, 3, px, px, generator=g), torch.randint(0, 10, (128,), generator=g)
+
+    def step(pe):
+        torch.manual_seed(0)
+        model = ViT(img_size=px, patch_size=4, num_classes=10, dim=128, depth=6, heads=4, mlp_ratio=2, pool="mean",
+                    fc_norm=True, pe=pe)
+        cpu = torch.device("cpu")
+        return train_step_fn(model, (images,), labels, cpu) if kind == "train" else infer_step_fn(model, (images,), cpu)
+
+    steps = {"none": step("none")}
+    for pe in pes:
+        for name, value in values.items():
+            def run(f=step(pe), value=value):
+                setattr(owner, attribute, value)
+                f()
+            steps[f"{pe}/{name}"] = run
+    for f in steps.values():
+        f(), f()
+    times, order = {n: [] for n in steps}, list(steps)
+    for r in range(rounds):
+        random.Random(r).shuffle(order)
+        for n in order:
+            start = time.perf_counter()
+            steps[n]()
+            times[n].append(time.perf_counter() - start)
+    for n in steps:
+        s, lo, hi = paired_speed_ratio(times[n], times["none"])
+        print(f"{kind} {px}px {n:14s} {sorted(times[n])[rounds // 2] * 1000:7.0f} ms  over none {1 / s - 1:+.1%} "
+              f"[{1 / hi - 1:+.1%}, {1 / lo - 1:+.1%}]")
+    for pe in pes:
+        s, lo, hi = paired_speed_ratio(times[f"{pe}/new"], times[f"{pe}/old"])
+        print(f"{kind} {px}px {pe} new/old {1 / s:.3f} [{1 / hi:.3f}, {1 / lo:.3f}]")
+    setattr(owner, attribute, values["new"])
+
+
+if __name__ == "__main__":
+    main()
