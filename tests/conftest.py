@@ -24,7 +24,7 @@ def case_id(case: tuple[str, int]) -> str:
 def make_pe(name: str, ndim: int, grid=None, seed: int = 0, **kwargs) -> vitpe.pe.PositionEncoding:
     torch.manual_seed(seed)
     return vitpe.pe.build(name, dim=DIM, heads=HEADS, depth=DEPTH, grid=grid or GRIDS[ndim],
-                          num_prefix_tokens=PREFIX, **kwargs)
+                          **{"num_prefix_tokens": PREFIX, **kwargs})
 
 
 class Encoder(torch.nn.Module):

@@ -54,10 +54,7 @@ def test_hook_shapes_match_the_site(case):
 def test_an_attention_bias_is_contiguous(case, prefix):
     # a strided bias (a gathered table has its heads innermost) makes SDPA's fused CPU kernel copy the stride-0
     # batch view of it into a whole (B, nH, T, T) mask in the forward and again in the backward
-    name, ndim = case
-    torch.manual_seed(0)
-    pe = vitpe.pe.build(name, dim=DIM, heads=HEADS, depth=DEPTH, grid=(4, 5) if ndim == 2 else (7,),
-                        num_prefix_tokens=prefix)
+    pe = make_pe(*case, num_prefix_tokens=prefix)
     state = pe.prepare(pe.grid)
     assert all(pe.attention_bias(state, layer).is_contiguous() for layer in range(DEPTH))
 

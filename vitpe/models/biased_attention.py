@@ -50,7 +50,7 @@ class _ChunkedBiasedAttention(torch.autograd.Function):
         batch, heads, queries, head_dim = q.shape
         step = chunk_size(batch, heads, queries, k.shape[-2], q.element_size())
         scale = head_dim ** -0.5
-        bias = bias.contiguous()  # a gathered table is a strided view; every chunk reads it
+        bias = bias.contiguous()  # every chunk reads it; the PEs' biases already are (BiasEncoding._prepare)
         out = torch.empty((batch, heads, queries, v.shape[-1]), dtype=q.dtype, device=q.device)
         probs = []  # per chunk (c, nH, T, T): the only intermediates the backward needs
         for start in range(0, batch, step):

@@ -11,15 +11,13 @@ this tree's (new: a one-sample chunk's bias gradient added as it is, not through
 """
 import importlib.util
 import os
-import random
 import sys
-import time
 
 import torch
 
 import vitpe.models.attention as attention
 import vitpe.pe.sites as sites
-from vitpe.bench import infer_step_fn, train_step_fn
+from vitpe.bench import BenchConfig, infer_step_fn, interleaved_rounds, train_step_fn
 from vitpe.bench_stats import paired_speed_ratio
 from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.models import ViT
@@ -63,15 +61,8 @@ def main():
                 setattr(owner, attribute, value)
                 f()
             steps[f"{pe}/{name}"] = run
-    for f in steps.values():
-        f(), f()
-    times, order = {n: [] for n in steps}, list(steps)
-    for r in range(rounds):
-        random.Random(r).shuffle(order)
-        for n in order:
-            start = time.perf_counter()
-            steps[n]()
-            times[n].append(time.perf_counter() - start)
+    cfg = BenchConfig(repeats=rounds, warmup=2)  # the benchmark's own shuffled, interleaved rounds
+    times = interleaved_rounds(steps, cfg, torch.device("cpu"))
     for n in steps:
         s, lo, hi = paired_speed_ratio(times[n], times["none"])
         print(f"{kind} {px}px {n:14s} {sorted(times[n])[rounds // 2] * 1000:7.0f} ms  over none {1 / s - 1:+.1%} "
