@@ -39,6 +39,7 @@ from vitpe.engine.metrics_file import append_record, read_records, save_records
 from vitpe.engine.preemption import Preempted, StopRequests
 from vitpe.engine.pretrained import apply_architecture, load_pretrained, load_weights
 from vitpe.engine.run_data import build_run_data
+from vitpe.engine.rotary_pairs import CHECKPOINT_KEY as ROTARY_KEY, LAYOUT as ROTARY_LAYOUT, upgrade_checkpoint
 from vitpe.engine.run_lock import RunLock, RunLockedError
 
 
@@ -162,6 +163,7 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
         if config.data.mixup > 0 or config.data.cutmix > 0 else None
     state = TrainState()
     if ckpt is not None:
+        ckpt = upgrade_checkpoint(ckpt, model, optimizer)  # saved before the interleaved rotary pairs: reordered
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         scheduler.load_state_dict(ckpt["scheduler"])
@@ -201,7 +203,7 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
                 "config": to_dict(config), "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict(), "ema": ema.module.state_dict() if ema is not None else None,
                 "train_state": saved_state, "classes": data.classes, **data.checkpoint_extras,
-                "torch": str(torch.__version__),
+                "torch": str(torch.__version__), ROTARY_KEY: ROTARY_LAYOUT,
             }, path)
 
     def stop_if_asked(s: TrainState, saved: bool) -> None:

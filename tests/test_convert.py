@@ -105,11 +105,16 @@ def test_rope_vit_logits_match_at_every_size(case):
 
 
 def test_rope_vit_rotation_layout_matters():
-    """Without reordering the qkv rows to vitpe's layout the logits differ: the test sees the rotation."""
+    """rope-vit and vitpe both pair channels (2j, 2j + 1); paired otherwise (q and k rows of one block reordered to
+    the rotate-half layout) the logits differ: the logit test sees the pairing."""
     from vitpe.convert import convert
+    from vitpe.engine.rotary_pairs import half_to_interleaved
     model = perturbed("vit_small_patch16_rope_224", **SMALL, img_size=64)
     converted = convert(model)
-    converted.state_dict["blocks.0.attn.qkv.weight"] = model.state_dict()["blocks.0.attn.qkv.weight"].clone()
+    q, k, v = converted.state_dict["blocks.0.attn.qkv.weight"].chunk(3)
+    heads = converted.vit_kwargs["heads"]
+    converted.state_dict["blocks.0.attn.qkv.weight"] = torch.cat(
+        (half_to_interleaved(q, heads), half_to_interleaved(k, heads), v))
     vit = vitpe.ViT(**converted.vit_kwargs)
     vit.load_state_dict(converted.state_dict)
     assert relative_error(model, vit.eval(), (64, 64)) > 10 * TOLERANCE

@@ -160,10 +160,10 @@ def test_rope_axial_uses_theta_100_in_2d_and_10000_in_1d():
     angle = 3 * 10000 ** (-2 / 8)
     assert state[0][3, 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
     x = torch.zeros(1, 1, 16, 8)
-    x[..., 1] = 1.0  # the first channel of pair 1, whose partner is channel 1 + Dh/2 = 5 (rotate-half pairing)
+    x[..., 2] = 1.0  # the first channel of pair 1, whose partner is channel 3 (interleaved pairs)
     out = pe.rotate(x, state, 0)[0, 0, 3]
-    assert out[1].item() == pytest.approx(math.cos(angle), abs=1e-6)
-    assert out[5].item() == pytest.approx(math.sin(angle), abs=1e-6)
+    assert out[2].item() == pytest.approx(math.cos(angle), abs=1e-6)
+    assert out[3].item() == pytest.approx(math.sin(angle), abs=1e-6)
     assert out.abs().sum().item() == pytest.approx(abs(math.cos(angle)) + abs(math.sin(angle)), abs=1e-6)
 
 

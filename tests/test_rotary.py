@@ -5,30 +5,22 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from vitpe.models.vit import ViT
-from vitpe.pe import rotary
-from vitpe.pe.rotary import rotate_half_pairs, rotate_qk_of_qkv
-
-
-@pytest.fixture(params=["whole", "sliced"])
-def slicing(request, monkeypatch):
-    """Rotations in one piece, or cut into slices (the path large batches take): two float32 (nH, T, Dh) = (2, 7, 8)
-    blocks per slice, so q alone (B = 5) goes in slices of 2, 2, 1 batch entries and q with k in slices of one."""
-    if request.param == "sliced":
-        monkeypatch.setattr(rotary, "SLICE_BYTES", 2 * 2 * 7 * 8 * 4)
-    return request.param
+from vitpe.pe.rotary import rotate_pairs, rotate_qk_of_qkv
 
 
 def composed(x, cos, sin):
-    """x * (cos, cos) + roll(x, Dh/2) * (-sin, sin): the textbook rotate-half form, autograd's own backward."""
-    return torch.addcmul(x * torch.cat((cos, cos), -1), x.roll(x.shape[-1] // 2, dims=-1), torch.cat((-sin, sin), -1))
+    """x * (cos, cos) + swap(x) * (-sin, sin) per interleaved pair: the textbook form, autograd's own backward."""
+    pairs = x.unflatten(-1, (-1, 2))  # (..., Dh/2, 2)
+    swapped = torch.stack((-pairs[..., 1], pairs[..., 0]), -1)  # (-x2, x1) per pair
+    return (pairs * cos[..., None] + swapped * sin[..., None]).flatten(-2)
 
 
-def test_matches_the_composed_form_and_its_gradients(slicing):
+def test_matches_the_composed_form_and_its_gradients():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(5, 2, 7, 8, generator=g, requires_grad=True)  # (B, nH, T, Dh)
     angles = torch.randn(2, 7, 4, generator=g, requires_grad=True)  # per head: (nH, T, Dh/2)
     grad = torch.randn(5, 2, 7, 8, generator=g)
-    ours = rotate_half_pairs(x, angles.cos(), angles.sin())
+    ours = rotate_pairs(x, angles.cos(), angles.sin())
     ours.backward(grad)
     ours_grads = x.grad.clone(), angles.grad.clone()
     x.grad = angles.grad = None
@@ -42,21 +34,21 @@ def test_matches_the_composed_form_and_its_gradients(slicing):
 def test_numerical_gradients():
     x = torch.randn(2, 5, 6, dtype=torch.double, requires_grad=True)
     angles = torch.randn(5, 3, dtype=torch.double, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda x, a: rotate_half_pairs(x, a.cos(), a.sin()), (x, angles))
+    assert torch.autograd.gradcheck(lambda x, a: rotate_pairs(x, a.cos(), a.sin()), (x, angles))
 
 
 def test_keeps_the_input_dtype_and_checks_the_head_dim():
     x = torch.randn(2, 4, 8, dtype=torch.bfloat16)
     angles = torch.randn(4, 4)
-    out = rotate_half_pairs(x, angles.cos(), angles.sin())
+    out = rotate_pairs(x, angles.cos(), angles.sin())
     assert out.dtype == torch.bfloat16
     torch.testing.assert_close(out.float(), composed(x.float(), angles.cos(), angles.sin()), atol=2e-2, rtol=2e-2)
     with pytest.raises(ValueError, match="head dim 8"):
-        rotate_half_pairs(x, angles[:, :3].cos(), angles[:, :3].sin())
+        rotate_pairs(x, angles[:, :3].cos(), angles[:, :3].sin())
 
 
 @pytest.mark.parametrize("angle_shape", [(2, 7, 4), (7, 4)], ids=["per-head", "shared"])
-def test_fused_qk_rotation_matches_two_rotations_and_their_gradients(angle_shape, slicing):
+def test_fused_qk_rotation_matches_two_rotations_and_their_gradients(angle_shape):
     g = torch.Generator().manual_seed(1)
     projections = torch.randn(5, 7, 3, 2, 8, generator=g, requires_grad=True)  # (B, T, 3, nH, Dh) as a Linear gives
     angles = torch.randn(*angle_shape, generator=g, requires_grad=True)
@@ -88,29 +80,32 @@ def test_fused_qk_rotation_numerical_gradients_and_errors():
         rotate_qk_of_qkv(qkv, angles[:, :2].cos(), angles[:, :2].sin())
 
 
-def test_slices_cover_the_batch_in_cache_sized_steps(monkeypatch):
-    monkeypatch.setattr(rotary, "SLICE_BYTES", 2 * 2 * 7 * 8 * 4)
-    cos = torch.ones(2, 7, 4)  # (nH, T, Dh/2): broadcast along q/k and batch, so either can be cut
-    q = torch.empty(5, 2, 7, 8)  # (B, nH, T, Dh)
-    assert rotary._slicing(q, cos, q) == (0, 2)  # two batch entries per slice
-    qk = torch.empty(2, 5, 2, 7, 8)  # (2, B, nH, T, Dh)
-    assert rotary._slicing(qk, cos, qk) == (1, 1)  # the larger leading dimension: batch
-    assert rotary._slicing(q[:2], cos, q[:2]) == (0, 0)  # small enough for one piece
-    per_sample = torch.ones(5, 2, 7, 4)  # angles that differ along the batch: nothing left to cut along
-    assert rotary._slicing(q, per_sample, q) == (0, 0)
-    on_gpu_like = torch.empty(5, 2, 7, 8, device="meta")  # any device but the CPU: one launch per kernel pays
-    assert rotary._slicing(on_gpu_like, cos.to("meta"), on_gpu_like) == (0, 0)
+def test_pairs_are_adjacent_channels():
+    """Pair j is channels (2j, 2j + 1): a quarter turn of pair 0 moves channel 0 into channel 1 and leaves the rest."""
+    x = torch.arange(1.0, 9.0).reshape(1, 8)  # (T, Dh)
+    angles = torch.tensor([[torch.pi / 2, 0.0, 0.0, 0.0]])  # (T, Dh/2)
+    out = rotate_pairs(x, angles.cos(), angles.sin())
+    torch.testing.assert_close(out, torch.tensor([[-2.0, 1.0, 3, 4, 5, 6, 7, 8]]))
 
 
-def test_slicing_changes_no_bit(monkeypatch):
-    g = torch.Generator().manual_seed(2)
-    qkv = torch.randn(6, 9, 3, 2, 8, generator=g).permute(2, 0, 3, 1, 4)  # (3, B, nH, T, Dh), strided
-    angles = torch.randn(2, 9, 4, generator=g)
-    whole = rotate_qk_of_qkv(qkv, angles.cos(), angles.sin())
-    monkeypatch.setattr(rotary, "SLICE_BYTES", 2 * (2 * 2 * 9 * 8 * 4))  # two batch entries of q and k: 2, 2, 2
-    assert rotary._slicing(qkv[:2], angles, qkv[:2]) == (1, 2)
-    sliced = rotate_qk_of_qkv(qkv, angles.cos(), angles.sin())
-    assert all(torch.equal(a, b) for a, b in zip(whole, sliced))  # same kernels per element: results reproduce
+def test_the_fused_rotation_lays_q_k_and_their_gradient_out_like_the_projections():
+    """q and k come out of one product laid out like the projections (B, T, 2, nH, Dh); the gradient of qkv is laid
+    out like qkv, so the projections' backward takes it without a copy."""
+    projections = torch.randn(5, 7, 3, 2, 8, requires_grad=True)  # (B, T, 3, nH, Dh)
+    qkv = projections.permute(2, 0, 3, 1, 4)  # (3, B, nH, T, Dh)
+    angles = torch.randn(2, 7, 4)
+    q, k, _ = rotate_qk_of_qkv(qkv, angles.cos(), angles.sin())
+    assert q.stride() == (7 * 2 * 2 * 8, 8, 2 * 2 * 8, 1) and k.data_ptr() == q.data_ptr() + 2 * 8 * q.element_size()
+    seen = []
+    qkv.register_hook(lambda grad: seen.append(grad.stride()))
+    (q.sum() + k.sum()).backward()
+    assert seen == [qkv.stride()]
+
+
+def test_a_strided_last_dimension_is_rotated_too():
+    x = torch.randn(3, 8, 6).transpose(1, 2)  # (B, T, Dh) with the channels strided
+    angles = torch.randn(6, 4)
+    torch.testing.assert_close(rotate_pairs(x, angles.cos(), angles.sin()), composed(x, angles.cos(), angles.sin()))
 
 
 def test_per_layer_angles_take_no_zero_filled_gradient_per_layer():
@@ -128,3 +123,24 @@ def test_per_layer_angles_take_no_zero_filled_gradient_per_layer():
     assert any("_RotaryQKBackward" in name for name in mixed)  # the rotation's backward ran
     assert mixed.count("aten::select_backward") == plain.count("aten::select_backward")
     assert mixed.count("aten::zeros") == plain.count("aten::zeros")
+
+
+def test_in_place_only_where_no_gradient_is_asked_for():
+    g = torch.Generator().manual_seed(3)
+    projections = torch.randn(4, 6, 3, 2, 8, generator=g)  # (B, T, 3, nH, Dh)
+    angles = torch.randn(2, 6, 4, generator=g)
+    cos, sin = angles.cos(), angles.sin()
+    expected = rotate_qk_of_qkv(projections.permute(2, 0, 3, 1, 4), cos, sin)
+    qkv = projections.clone().permute(2, 0, 3, 1, 4)
+    with torch.no_grad():
+        q, k, v = rotate_qk_of_qkv(qkv, cos, sin, in_place=True)
+    assert q.data_ptr() == qkv.data_ptr() and k.data_ptr() == qkv[1].data_ptr()  # qkv's own memory, rotated
+    for ours, ref in zip((q, k, v), expected):
+        torch.testing.assert_close(ours, ref)
+    torch.testing.assert_close(qkv[0], expected[0])
+
+    trained = projections.clone().requires_grad_()
+    q, _, _ = rotate_qk_of_qkv(trained.permute(2, 0, 3, 1, 4), cos, sin, in_place=True)  # a gradient is asked for
+    assert q.data_ptr() != trained.data_ptr() and torch.equal(trained, projections)
+    q.sum().backward()
+    assert trained.grad is not None

@@ -144,12 +144,3 @@ def split_position_table(state: dict[str, torch.Tensor], grid: tuple[int, int], 
         state[name] = state[name] + table[start:start + count]  # (1, count, D)
         start += count
     return table[n_prefix:]  # (N, D)
-
-
-def interleaved_to_half(rows: torch.Tensor, heads: int) -> torch.Tensor:
-    """Reorder the q (or k) output rows of a qkv projection, (nH * Dh, ...), from the interleaved rotary layout (pair j
-    = channels 2j, 2j + 1) to vitpe's rotate-half layout (pair j = channels j, j + Dh/2), head by head. Applied to q and
-    k alike it leaves every score q . k unchanged while each pair meets the same angle."""
-    head_dim = rows.shape[0] // heads
-    order = torch.cat((torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)))  # (Dh,)
-    return rows.reshape(heads, head_dim, *rows.shape[1:])[:, order].reshape(rows.shape)

@@ -7,8 +7,7 @@ What rope-vit computes, and how vitpe reproduces it (Heo et al., ECCV 2024; nave
   vitpe's ``extrapolate`` mode. Axial: the first Dh/4 pairs turn with x, the rest with y, at ``theta^(-4k/Dh)``
   (theta = 100), as ``rope_axial``. Mixed: ``rope.freqs`` (2, depth, nH, Dh/2) holds the x and y frequency of every
   pair, which is ``rope_mixed``'s ``freqs`` (depth, nH, Dh/2, 2) transposed.
-* Pairs are interleaved (channels 2j, 2j + 1) where vitpe rotates halves (j, j + Dh/2): the q and k rows of every
-  qkv projection are reordered (:func:`~vitpe.convert.common.interleaved_to_half`), which leaves q . k unchanged.
+* Pairs are interleaved (channels 2j, 2j + 1), as in vitpe: the qkv projections carry over as they are.
 * ``*_ape``: a learned table (no class-token entry) added before block 0 and resampled at other sizes, while the
   rotation continues: ``pe="learnable+rope_*"`` with the rotation pinned to ``extrapolate``.
 * ``gamma_1`` / ``gamma_2`` are LayerScale gains (``ls1`` / ``ls2``).
@@ -23,8 +22,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from vitpe.convert.common import (GAMMA_KEYS, Converted, check_gammas, check_trunk, detach_all, interleaved_to_half,
-                                  pe_key, rename_keys, require, split_position_table)
+from vitpe.convert.common import (GAMMA_KEYS, Converted, check_gammas, check_trunk, detach_all, pe_key, rename_keys,
+                                  require, split_position_table)
 from vitpe.pe import build as build_pe
 
 
@@ -71,13 +70,7 @@ def convert_eva_rope(model: nn.Module, source: str) -> Converted:
         state[pe_key(kwargs["pe"], "learnable", "pos_embed")] = split_position_table(state, grid, source)  # (N, D)
     dim = kwargs["dim"]
     for i in range(depth):
-        b = f"blocks.{i}."
-        rename_keys(state, b, GAMMA_KEYS)
-        for part in ("weight", "bias"):
-            key = f"{b}attn.qkv.{part}"
-            if key in state:
-                q, k, v = state[key].split(dim)  # (D, ...) each
-                state[key] = torch.cat((interleaved_to_half(q, heads), interleaved_to_half(k, heads), v))
+        rename_keys(state, f"blocks.{i}.", GAMMA_KEYS)
 
     # the rotation must be rope-vit's: compare angles at the model's grid and, where timm can go, at a larger one
     check = build_pe(rope, dim=dim, heads=heads, depth=depth, grid=grid, resize="extrapolate", **rope_options)

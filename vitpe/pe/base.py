@@ -141,7 +141,8 @@ class PositionEncoding(nn.Module):
 
     def rotate_qkv(self, qkv: torch.Tensor, state: Any, layer: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q,k site on stacked projections ``qkv`` (3, ..., nH, P + N, Dh) -> ``(q, k, v)``, q and k rotated as by
-        :meth:`rotate`; a PE may override it with a fused form that gives the same result."""
+        :meth:`rotate`; a PE may override it with a fused form that gives the same result. The caller gives ``qkv``
+        up: where no gradient is asked for, that form may rotate q and k in ``qkv``'s own memory (vitpe's RoPE does)."""
         q, k, v = unbind_in_memory_order(qkv)  # 3 x (..., nH, P + N, Dh); the backward is one stack in qkv's order
         return self.rotate(q, state, layer), self.rotate(k, state, layer), v
 

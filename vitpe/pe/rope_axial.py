@@ -3,7 +3,7 @@
 Papers: Su et al., "RoFormer" (2021) for 1D; Heo et al., "Rotary Position Embedding for Vision Transformer"
 (ECCV 2024, rope-vit) for the axial 2D form. Site: q, k. No parameters; cos/sin tables of shape (P + N, Dh) are cached per grid.
 
-Per head (head dim Dh, rotate-half layout: pair j = channels j and j + Dh/2):
+Per head (head dim Dh, interleaved pairs: pair j = channels 2j and 2j + 1):
 
 * 1D: pair k rotates by ``pos * theta^(-2k/Dh)``, k < Dh/2; ``theta`` defaults to 10000 (the LLM default).
 * 2D: pairs 0 .. Dh/4-1 rotate with the **column** (x) position, pairs Dh/4 .. Dh/2-1 with the **row** (y)

@@ -1,8 +1,8 @@
 """Site base classes: what every tokens-, qk- and logits-site PE shares, written once.
 
 * :class:`AdditiveEncoding` -- a table (N, D) added to the grid tokens before the first block.
-* :class:`RotaryEncoding` -- rotations of q and k by position-dependent phases (rotate-half layout, float32; the
-  rotation itself is :func:`vitpe.pe.rotary.rotate_half_pairs`).
+* :class:`RotaryEncoding` -- rotations of q and k by position-dependent phases (interleaved pairs, float32; the
+  rotation itself is :func:`vitpe.pe.rotary.rotate_pairs`).
 * :class:`BiasEncoding` -- an additive bias (nH, N, N) on the attention logits, shared or one per layer.
 """
 
@@ -14,7 +14,7 @@ import torch
 
 from vitpe.pe.base import PositionEncoding, pad_prefix
 from vitpe.pe.grid import Grid
-from vitpe.pe.rotary import rotate_half_pairs, rotate_qk_of_qkv
+from vitpe.pe.rotary import rotate_pairs, rotate_qk_of_qkv
 
 
 class AdditiveEncoding(PositionEncoding):
@@ -38,7 +38,7 @@ RotaryState = tuple[torch.Tensor, torch.Tensor] | tuple[tuple[torch.Tensor, ...]
 
 
 class RotaryEncoding(PositionEncoding):
-    """q,k site: rotary position embedding in the rotate-half layout (pair ``j`` is channels ``j`` and ``j + Dh/2``).
+    """q,k site: rotary position embedding on interleaved pairs (pair ``j`` is channels ``2j`` and ``2j + 1``).
 
     Subclasses implement :meth:`phases`, the angle of every rotation pair at every grid cell: shape (N, Dh/2) when
     shared by all layers and heads, or (depth, nH, N, Dh/2) when ``per_layer`` is set. Prefix tokens get angle 0
@@ -62,17 +62,19 @@ class RotaryEncoding(PositionEncoding):
 
     def _prepare(self, grid: Grid) -> RotaryState:
         phase = pad_prefix(self.phases(grid), self.num_prefix_tokens).float()  # (..., P + N, Dh/2)
+        if self.per_layer:  # (depth, nH, P + N, Dh/2) laid out token-major, as q and k are: the rotation's inner loop
+            phase = phase.transpose(1, 2).contiguous().transpose(1, 2)  # then runs over all heads of a token (0.7x)
         cos, sin = phase.cos(), phase.sin()
         if self.per_layer:  # split once: the layers' angle gradients then gather in one stack, where indexing per
             return cos.unbind(0), sin.unbind(0)  # layer would give each a zero-filled (depth, ...) copy to sum
         return cos, sin
 
     def rotate(self, x: torch.Tensor, state: RotaryState, layer: int) -> torch.Tensor:
-        return rotate_half_pairs(x, *self._angles(state, layer))
+        return rotate_pairs(x, *self._angles(state, layer))
 
     def rotate_qkv(self, qkv: torch.Tensor, state: RotaryState, layer: int
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return rotate_qk_of_qkv(qkv, *self._angles(state, layer))  # q and k rotated in one pass
+        return rotate_qk_of_qkv(qkv, *self._angles(state, layer), in_place=True)  # q and k rotated in one pass
 
     def _angles(self, state: RotaryState, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """This layer's cos, sin: (nH, P + N, Dh/2) per layer, else (P + N, Dh/2)."""

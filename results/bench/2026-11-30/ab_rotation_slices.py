@@ -1,5 +1,7 @@
 """A/B behind ab_rotation_slices.txt: RoPE's rotation cut into cache-sized batch slices (new, ``SLICE_BYTES`` = 1 MiB)
 against one pass over the whole batch (old), with ``none`` in the same rounds for the overhead.
+The slicing it measured went on 2026-12-01 with the four half-tensor kernels it served (RoPE now rotates interleaved
+pairs as complex numbers in one product); run it at commit 3062918 or earlier.
 
 Run from the repository root, one thread:
 
