@@ -36,11 +36,14 @@ def _working_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.promote_types(dtype, torch.float32)
 
 
+def _pairs_adjacent(x: torch.Tensor) -> bool:
+    """Whether ``x`` (..., Dh) can be viewed as complex numbers: channels contiguous, every pair on an even offset."""
+    return x.stride(-1) == 1 and x.storage_offset() % 2 == 0 and all(s % 2 == 0 for s in x.stride()[:-1])
+
+
 def _complex(x: torch.Tensor) -> torch.Tensor:
-    """``x`` (..., Dh) real as (..., Dh/2) complex, a view where its strides allow (copied otherwise)."""
-    if x.stride(-1) != 1 or x.storage_offset() % 2 or any(s % 2 for s in x.stride()[:-1]):
-        x = x.contiguous()
-    return torch.view_as_complex(x.unflatten(-1, (-1, 2)))  # (..., Dh/2, 2) -> (..., Dh/2)
+    """``x`` (..., Dh) real as (..., Dh/2) complex, a view where :func:`_pairs_adjacent` allows (copied otherwise)."""
+    return torch.view_as_complex((x if _pairs_adjacent(x) else x.contiguous()).unflatten(-1, (-1, 2)))
 
 
 def _real(z: torch.Tensor) -> torch.Tensor:
@@ -109,7 +112,7 @@ class _RotaryQK(torch.autograd.Function):
         for slot, grad in zip(grad_qkv, (grad_q, grad_k)):
             g = _complex(grad.to(phase.real.dtype))  # (..., T, Dh/2)
             grads.append(g)
-            if grad.dtype == slot.dtype and slot.stride(-1) == 1:
+            if grad.dtype == slot.dtype and _pairs_adjacent(slot):  # written in place
                 torch.mul(g, unrotate, out=_complex(slot))
             else:
                 slot.copy_(_real(g * unrotate))
@@ -155,7 +158,7 @@ def rotate_qk_of_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *,
         q, k = _composed(qkv[:2], cos, sin).unbind(0)  # (2, ..., T, Dh) -> 2 x (..., T, Dh)
         return q, k, qkv[2]
     needs_grad = torch.is_grad_enabled() and (qkv.requires_grad or cos.requires_grad or sin.requires_grad)
-    if in_place and not needs_grad and qkv.dtype == _working_dtype(qkv.dtype):
+    if in_place and not needs_grad and qkv.dtype == _working_dtype(qkv.dtype) and _pairs_adjacent(qkv):
         qk = _complex(qkv[:2])  # (2, ..., T, Dh/2): a view of qkv
         q, k = _real(torch.mul(qk, _phase(cos, sin, qkv.dtype), out=qk)).unbind(0)
         return q, k, qkv[2]

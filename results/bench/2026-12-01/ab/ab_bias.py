@@ -39,18 +39,20 @@ def variants(change):
     return attention, "biased_attention", {"old": old.biased_attention, "new": attention.biased_attention}
 
 
-def main():
-    change, px, pes, rounds, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(","), int(sys.argv[4]), sys.argv[5]
+RECIPE_DIMS = dict(dim=128, heads=4, mlp_ratio=2, pool="mean", fc_norm=True)
+
+
+def compare_old_new(owner, attribute, values, px, pes, rounds, kind, dims=None):
+    """Time ``none`` and every PE with ``owner.attribute`` set to each of ``values`` ({"old": .., "new": ..}) in the
+    benchmark's interleaved rounds (one thread); print each overhead over ``none`` and new/old, with 90% intervals."""
     keep_freed_memory()
     torch.set_num_threads(1)
-    owner, attribute, values = variants(change)
     g = torch.Generator().manual_seed(0)
     images, labels = torch.randn(128, 3, px, px, generator=g), torch.randint(0, 10, (128,), generator=g)
 
     def step(pe):
         torch.manual_seed(0)
-        model = ViT(img_size=px, patch_size=4, num_classes=10, dim=128, depth=6, heads=4, mlp_ratio=2, pool="mean",
-                    fc_norm=True, pe=pe)
+        model = ViT(img_size=px, patch_size=4, num_classes=10, depth=6, pe=pe, **(dims or RECIPE_DIMS))
         cpu = torch.device("cpu")
         return train_step_fn(model, (images,), labels, cpu) if kind == "train" else infer_step_fn(model, (images,), cpu)
 
@@ -65,12 +67,17 @@ def main():
     times = interleaved_rounds(steps, cfg, torch.device("cpu"))
     for n in steps:
         s, lo, hi = paired_speed_ratio(times[n], times["none"])
-        print(f"{kind} {px}px {n:14s} {sorted(times[n])[rounds // 2] * 1000:7.0f} ms  over none {1 / s - 1:+.1%} "
+        print(f"{kind} {px}px {n:16s} {sorted(times[n])[rounds // 2] * 1000:7.0f} ms  over none {1 / s - 1:+.1%} "
               f"[{1 / hi - 1:+.1%}, {1 / lo - 1:+.1%}]")
     for pe in pes:
         s, lo, hi = paired_speed_ratio(times[f"{pe}/new"], times[f"{pe}/old"])
         print(f"{kind} {px}px {pe} new/old {1 / s:.3f} [{1 / hi:.3f}, {1 / lo:.3f}]")
     setattr(owner, attribute, values["new"])
+
+
+def main():
+    change, px, pes, rounds, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(","), int(sys.argv[4]), sys.argv[5]
+    compare_old_new(*variants(change), px, pes, rounds, kind)
 
 
 if __name__ == "__main__":
