@@ -61,7 +61,6 @@ def build_from_checkpoint(ckpt: dict[str, Any], use_ema: bool = False) -> torch.
     """The model a loaded checkpoint was trained with, its weights (the EMA weights when asked and present) loaded."""
     from vitpe.config import config_from_dict
     from vitpe.engine.build import build_model
-
     from vitpe.engine.rotary_pairs import upgrade_checkpoint
 
     model = build_model(config_from_dict(ckpt["config"]), num_classes=len(ckpt["classes"]), vocab=ckpt.get("vocab"))

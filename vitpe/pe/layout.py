@@ -4,7 +4,7 @@ The attention views its qkv Linear's output (B, T, 3 D) as ``qkv`` (3, B, nH, T,
 backward of ``qkv.unbind(0)`` stacks the three gradients into a *contiguous* (3, B, nH, T, Dh) tensor, which the
 Linear's backward then has to copy back into (B, T, 3 D) order -- one extra pass over 3 B T D floats per layer (timm's
 attention pays it too). Unbinding along the memory order instead makes that stack land in the Linear's order. (The
-fused rotation of :mod:`vitpe.pe.rotary` keeps contiguous buffers: writing them in this order measured slower.)
+fused rotation of :mod:`vitpe.pe.rotary` writes its output and gradient in this order too, by its own means.)
 """
 
 from __future__ import annotations
