@@ -152,3 +152,19 @@ def test_per_layer_phases_are_laid_out_token_major():
     model = ViT(img_size=16, patch_size=4, dim=32, depth=2, heads=2, pe="rope_mixed")  # 1 + 16 tokens, Dh/2 = 8
     cos, sin = model.pe.prepare((4, 4))
     assert cos[0].shape == (2, 17, 8) and cos[0].stride() == (8, 16, 1) and sin[1].stride() == (8, 16, 1)
+
+
+def test_bfloat16_projections_train_through_the_fused_rotation():
+    """Under autocast the projections are bfloat16, which has no complex view: the backward rotates in float32 and
+    converts into the bfloat16 gradient."""
+    g = torch.Generator().manual_seed(4)
+    projections = torch.randn(3, 5, 3, 2, 8, generator=g)  # (B, T, 3, nH, Dh)
+    angles = torch.randn(2, 5, 4, generator=g)
+    low = projections.to(torch.bfloat16).requires_grad_()
+    q, k, v = rotate_qk_of_qkv(low.permute(2, 0, 3, 1, 4), angles.cos(), angles.sin())
+    (q.float().square().sum() + k.float().sum() + v.float().sum()).backward()
+    full = projections.clone().requires_grad_()
+    q, k, v = rotate_qk_of_qkv(full.permute(2, 0, 3, 1, 4), angles.cos(), angles.sin())
+    (q.square().sum() + k.sum() + v.sum()).backward()
+    assert low.grad.dtype == torch.bfloat16
+    torch.testing.assert_close(low.grad.float(), full.grad, atol=5e-2, rtol=5e-2)

@@ -110,11 +110,11 @@ class _RotaryQK(torch.autograd.Function):
         unrotate = phase.conj_physical()
         grads = []
         for slot, grad in zip(grad_qkv, (grad_q, grad_k)):
-            g = _complex(grad.to(phase.real.dtype))  # (..., T, Dh/2)
+            g = _complex(grad.to(phase.real.dtype))  # (..., T, Dh/2), in the working dtype
             grads.append(g)
-            if grad.dtype == slot.dtype and _pairs_adjacent(slot):  # written in place
+            if slot.dtype == phase.real.dtype and _pairs_adjacent(slot):  # straight into the slot, viewed as complex
                 torch.mul(g, unrotate, out=_complex(slot))
-            else:
+            else:  # a bfloat16 slot has no complex view: rotate in the working dtype, then convert
                 slot.copy_(_real(g * unrotate))
         grad_qkv[2].copy_(grad_v)
         grad_cos = grad_sin = None
