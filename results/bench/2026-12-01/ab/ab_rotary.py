@@ -9,27 +9,22 @@ bootstrap intervals (ab_bias.compare_old_new). From the repository root:
 A sixth argument `default` takes the benchmark's default dims (dim 192, 3 heads, MLP 4, class token) instead. The
 old rotation pairs other channels than the new one; for timing that makes no difference.
 """
-import importlib.util
 import os
 import subprocess
 import sys
-import tempfile
+import types
 
 import vitpe.pe.sites as sites
 from ab_bias import compare_old_new  # the sibling A/B script (its folder is on sys.path)
 
 
 def old_rotation():
-    """``rotate_qk_of_qkv`` of vitpe/pe/rotary.py at OLD_COMMIT."""
+    """``rotate_qk_of_qkv`` of vitpe/pe/rotary.py at OLD_COMMIT (this repository's own history, run as a module)."""
     commit = os.environ.get("OLD_COMMIT", "3062918")
     source = subprocess.run(["git", "show", f"{commit}:vitpe/pe/rotary.py"], check=True, capture_output=True,
                             text=True).stdout
-    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-        f.write(source)
-    spec = importlib.util.spec_from_file_location("old_rotary", f.name)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    os.unlink(f.name)
+    module = types.ModuleType("old_rotary")
+    exec(compile(source, f"{commit}:vitpe/pe/rotary.py", "exec"), module.__dict__)
     return lambda qkv, cos, sin, in_place=False: module.rotate_qk_of_qkv(qkv, cos, sin)
 
 
