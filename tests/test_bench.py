@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -135,3 +136,14 @@ def test_one_target_table_over_several_runs(tmp_path, capsys):
     for bad, says in ((tmp_path / "nothing", "no bench.json"), (tmp_path / "broken", "not JSON")):
         assert bench_targets.main([str(bad)]) == 2
         assert says in capsys.readouterr().err
+
+
+def test_a_result_names_the_cpu_that_ran_it():
+    cpuinfo = Path("/proc/cpuinfo")
+    named = cpuinfo.exists() and any(line.startswith("model name") for line in cpuinfo.read_text().splitlines())
+    info = bench.machine()
+    if named:  # Linux on x86 names its CPU there; the record and the bench.md header carry the name
+        assert info["cpu_model"] and bench._cpu_line(info).startswith(info["cpu_model"])
+    assert bench._cpu_line({"processor": "x86_64", "cpu_model": "AMD EPYC", "l2_cache": "1024K",
+                            "l3_cache": "32768K"}) == "AMD EPYC (L2 1024K, L3 32768K)"
+    assert bench._cpu_line({"processor": "x86_64"}) == "x86_64"  # a result saved before the CPU was recorded

@@ -230,18 +230,41 @@ def bench_data(cfg: BenchConfig, device: torch.device, data_root: str | None, lo
             "real_epoch_data_share": len(loader) * seconds["data"] / epoch_s}
 
 
+def cpu_model() -> dict[str, str]:
+    """The CPU's model name and cache sizes, where Linux tells them (``/proc/cpuinfo``, sysfs): the same benchmark
+    differed by 3x in a learned bias's overhead between two VMs of this project, so a result says what ran it."""
+    info: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu_model"] = line.split(":", 1)[1].strip()
+                break
+        for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+            level, kind = (index / "level").read_text().strip(), (index / "type").read_text().strip()
+            if kind in ("Unified", "Data"):
+                info[f"l{level}_cache"] = (index / "size").read_text().strip()
+    except OSError:
+        pass  # not Linux, or a restricted /proc: the result just says less
+    return info
+
+
 def machine() -> dict[str, Any]:
     info = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-            "python": platform.python_version(), "cpu_threads": torch.get_num_threads()}
+            "python": platform.python_version(), "cpu_threads": torch.get_num_threads(), **cpu_model()}
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
     return info
 
 
+def _cpu_line(info: dict[str, Any]) -> str:
+    caches = ", ".join(f"{key[:2].upper()} {info[key]}" for key in ("l2_cache", "l3_cache") if key in info)
+    return f"{info.get('cpu_model', info['processor'])}{f' ({caches})' if caches else ''}"
+
+
 def markdown(result: dict[str, Any]) -> str:
     cfg = result["config"]
     lines = ["# vitpe benchmark", "",
-             f"{result['machine']['processor']}, {result['machine']['cpu_threads']} threads"
+             f"{_cpu_line(result['machine'])}, {result['machine']['cpu_threads']} threads"
              f"{', ' + result['machine']['gpu'] if 'gpu' in result['machine'] else ''}; torch {result['torch']}, "
              f"timm {result['timm']}; device {cfg['device']}; ViT dim {cfg['dim']}, depth {cfg['depth']}, "
              f"heads {cfg['heads']}, MLP ratio {cfg['mlp_ratio']}, patch {cfg['patch_size']}, batch {cfg['batch']}, "
