@@ -14,6 +14,7 @@ synchronised before the clock is read. Writes ``DIR/bench.json`` and ``DIR/bench
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import platform
 import random
@@ -131,6 +132,21 @@ def timm_vit(cfg: BenchConfig, img_size: int, num_classes: int = 10) -> torch.nn
     return VisionTransformer(img_size=img_size, patch_size=cfg.patch_size, num_classes=num_classes,
                              embed_dim=cfg.dim, depth=cfg.depth, num_heads=cfg.heads, mlp_ratio=cfg.mlp_ratio,
                              class_token=not mean, global_pool="avg" if mean else "token")
+
+
+def compile_limits(graphs: int) -> contextlib.AbstractContextManager:
+    """Dynamo's settings for a compiled benchmark that needs ``graphs`` graphs of one function.
+
+    Every vitpe model is the same ``ViT.forward`` to dynamo: one graph per PE, mode (training, inference) and image
+    size. Past its default limit of 8 graphs per function, dynamo runs the rest eagerly and only warns once -- the
+    compiled runs made before this limit was raised timed some vitpe variants eager. The limit is raised to fit, and
+    reaching it is an error instead of a silent fallback."""
+    import torch._dynamo.config as dynamo_config
+
+    settings: dict[str, Any] = {"cache_size_limit": max(dynamo_config.cache_size_limit, graphs)}
+    if hasattr(dynamo_config, "fail_on_recompile_limit_hit"):  # torch >= 2.6
+        settings["fail_on_recompile_limit_hit"] = True
+    return dynamo_config.patch(**settings)
 
 
 def _prepare(model: torch.nn.Module, cfg: BenchConfig, device: torch.device) -> torch.nn.Module:
@@ -360,12 +376,14 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"machine": {**machine(), "cpu_malloc_tuned": malloc_tuned}, "torch": torch.__version__,
                               "timm": timm.__version__,
                               "config": {**asdict(cfg), "img_sizes": list(cfg.img_sizes)}}
-    result["rows"] = bench_vit(cfg, pes, device, log)
-    if not args.no_data:
-        result["data"] = bench_data(cfg, device, args.data_root or os.environ.get("VITPE_DATA"), log)
-        result["data_share"] = result["data"]["real_epoch_data_share"]
-    if not args.no_text:
-        result["text_rows"] = bench_text(cfg, device, log)
+    vit_graphs = 2 * (len(pes) + 1) * len(cfg.img_sizes)  # PEs and the second none; training and inference; sizes
+    with compile_limits(2 * vit_graphs) if cfg.compile else contextlib.nullcontext():  # room for dynamic-shape retries
+        result["rows"] = bench_vit(cfg, pes, device, log)
+        if not args.no_data:
+            result["data"] = bench_data(cfg, device, args.data_root or os.environ.get("VITPE_DATA"), log)
+            result["data_share"] = result["data"]["real_epoch_data_share"]
+        if not args.no_text:
+            result["text_rows"] = bench_text(cfg, device, log)
     result["targets"] = check_targets(result)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
