@@ -134,13 +134,20 @@ def timm_vit(cfg: BenchConfig, img_size: int, num_classes: int = 10) -> torch.nn
                              class_token=not mean, global_pool="avg" if mean else "token")
 
 
-def compile_limits(graphs: int) -> contextlib.AbstractContextManager:
-    """Dynamo's settings for a compiled benchmark that needs ``graphs`` graphs of one function.
+def graphs_per_function(cfg: BenchConfig, pes: list[str], text: bool) -> int:
+    """The most graphs a compiled run needs of one function: ``ViT.forward`` once per PE (the second ``none``
+    included), mode (training, inference) and image size; ``TextClassifier.forward`` once per 1D PE."""
+    vit = 2 * (len(pes) + 1) * len(cfg.img_sizes)
+    return max(vit, len(text_pes()) if text else 0)
 
-    Every vitpe model is the same ``ViT.forward`` to dynamo: one graph per PE, mode (training, inference) and image
-    size. Past its default limit of 8 graphs per function, dynamo runs the rest eagerly and only warns once -- the
-    compiled runs made before this limit was raised timed some vitpe variants eager. The limit is raised to fit, and
-    reaching it is an error instead of a silent fallback."""
+
+def compile_limits(graphs: int) -> contextlib.AbstractContextManager:
+    """Dynamo's settings for a compiled benchmark that needs ``graphs`` graphs of one function
+    (:func:`graphs_per_function`).
+
+    Every vitpe model is the same function to dynamo. Past its default limit of 8 graphs per function, dynamo runs the
+    rest eagerly and only warns once -- the compiled runs made before this limit was raised timed some vitpe variants
+    eager. The limit is raised to fit, and reaching it is an error instead of a silent fallback."""
     import torch._dynamo.config as dynamo_config
 
     settings: dict[str, Any] = {"cache_size_limit": max(dynamo_config.cache_size_limit, graphs)}
@@ -185,9 +192,14 @@ def bench_vit(cfg: BenchConfig, pes: list[str], device: torch.device, log: Calla
     return rows
 
 
+def text_pes() -> list[str]:
+    """The 1D PEs the text benchmark times."""
+    return [n for n in vitpe.pe.available() if 1 in vitpe.pe.get(n).grid_dims]
+
+
 def bench_text(cfg: BenchConfig, device: torch.device, log: Callable[[str], None]) -> list[dict]:
     """Training throughput (tokens/s) of the text classifier with each 1D PE, interleaved."""
-    pes = [n for n in vitpe.pe.available() if 1 in vitpe.pe.get(n).grid_dims]
+    pes = text_pes()
     g = torch.Generator().manual_seed(0)
     tokens = torch.randint(3, 1000, (cfg.text_batch, cfg.text_len), generator=g).to(device)
     mask = torch.ones_like(tokens, dtype=torch.bool)
@@ -376,8 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"machine": {**machine(), "cpu_malloc_tuned": malloc_tuned}, "torch": torch.__version__,
                               "timm": timm.__version__,
                               "config": {**asdict(cfg), "img_sizes": list(cfg.img_sizes)}}
-    vit_graphs = 2 * (len(pes) + 1) * len(cfg.img_sizes)  # PEs and the second none; training and inference; sizes
-    with compile_limits(2 * vit_graphs) if cfg.compile else contextlib.nullcontext():  # room for dynamic-shape retries
+    graphs = 2 * graphs_per_function(cfg, pes, text=not args.no_text)  # twice: room for dynamic-shape retries
+    with compile_limits(graphs) if cfg.compile else contextlib.nullcontext():
         result["rows"] = bench_vit(cfg, pes, device, log)
         if not args.no_data:
             result["data"] = bench_data(cfg, device, args.data_root or os.environ.get("VITPE_DATA"), log)
