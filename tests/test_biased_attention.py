@@ -63,3 +63,15 @@ def test_only_a_learned_float32_bias_in_cpu_training_takes_it():
     assert not takes_fast_path(q.double(), learned.double())
     with torch.no_grad():
         assert not takes_fast_path(q, learned)
+
+
+@pytest.mark.parametrize("per_sample", [False, True], ids=["shared bias", "per-sample bias"])
+def test_the_custom_op_is_registered_soundly(per_sample, monkeypatch):
+    """torch.library's own check of what torch.compile relies on to run the chunked attention as opaque kernels: the
+    schema, the fake (shape-only) forms against the real ops, the gradient registration, and tracing with dynamic
+    shapes (the gradients themselves: test_matches_sdpa_and_its_gradients)."""
+    monkeypatch.setattr(biased, "CHUNK_BYTES", 2 * 2 * 9 * 9 * 8)  # several chunks of 2 samples (float64)
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(5, 2, 9, 4, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    bias = torch.randn((5, 2, 9, 9) if per_sample else (2, 9, 9), generator=g, dtype=torch.float64, requires_grad=True)
+    torch.library.opcheck(biased._attend, (q, k, v, bias))
