@@ -9,6 +9,7 @@ contiguous: a bias handed to SDPA as the gathered, strided view (old) or contigu
 grad_sum: the chunked attention of an older checkout (old; OLD_TREE, default /work/lanetree at commit a018c2b) against
 this tree's (new: a one-sample chunk's bias gradient added as it is, not through sum(0)).
 """
+import contextlib
 import importlib.util
 import os
 import sys
@@ -17,7 +18,7 @@ import torch
 
 import vitpe.models.attention as attention
 import vitpe.pe.sites as sites
-from vitpe.bench import BenchConfig, infer_step_fn, interleaved_rounds, train_step_fn
+from vitpe.bench import BenchConfig, compile_limits, infer_step_fn, interleaved_rounds, train_step_fn
 from vitpe.bench_stats import paired_speed_ratio
 from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.models import ViT
@@ -42,9 +43,10 @@ def variants(change):
 RECIPE_DIMS = dict(dim=128, heads=4, mlp_ratio=2, pool="mean", fc_norm=True)
 
 
-def compare_old_new(owner, attribute, values, px, pes, rounds, kind, dims=None):
+def compare_old_new(owner, attribute, values, px, pes, rounds, kind, dims=None, compiled=False):
     """Time ``none`` and every PE with ``owner.attribute`` set to each of ``values`` ({"old": .., "new": ..}) in the
-    benchmark's interleaved rounds (one thread); print each overhead over ``none`` and new/old, with 90% intervals."""
+    benchmark's interleaved rounds (one thread); print each overhead over ``none`` and new/old, with 90% intervals.
+    ``compiled``: every model under torch.compile (each variant's model is traced with its own value)."""
     keep_freed_memory()
     torch.set_num_threads(1)
     g = torch.Generator().manual_seed(0)
@@ -53,6 +55,7 @@ def compare_old_new(owner, attribute, values, px, pes, rounds, kind, dims=None):
     def step(pe):
         torch.manual_seed(0)
         model = ViT(img_size=px, patch_size=4, num_classes=10, depth=6, pe=pe, **(dims or RECIPE_DIMS))
+        model = torch.compile(model) if compiled else model
         cpu = torch.device("cpu")
         return train_step_fn(model, (images,), labels, cpu) if kind == "train" else infer_step_fn(model, (images,), cpu)
 
@@ -64,7 +67,8 @@ def compare_old_new(owner, attribute, values, px, pes, rounds, kind, dims=None):
                 f()
             steps[f"{pe}/{name}"] = run
     cfg = BenchConfig(repeats=rounds, warmup=2)  # the benchmark's own shuffled, interleaved rounds
-    times = interleaved_rounds(steps, cfg, torch.device("cpu"))
+    with compile_limits(1 + len(values) * len(pes)) if compiled else contextlib.nullcontext():
+        times = interleaved_rounds(steps, cfg, torch.device("cpu"))
     for n in steps:
         s, lo, hi = paired_speed_ratio(times[n], times["none"])
         print(f"{kind} {px}px {n:16s} {sorted(times[n])[rounds // 2] * 1000:7.0f} ms  over none {1 / s - 1:+.1%} "
