@@ -1,5 +1,6 @@
 """``torch.compile`` sees one graph for the ViT with every PE (no graph breaks), and the compiled model computes what
-the eager one does, gradients included (backend ``aot_eager``: the same graph capture, no C++ compiler needed)."""
+the eager one does, gradients included, and at inference (backend ``aot_eager``: the same graph capture, no C++
+compiler needed)."""
 
 import pytest
 import torch
@@ -27,3 +28,5 @@ def test_one_graph_and_the_same_numbers(pe):
         out = compiled(x)
         grad, = torch.autograd.grad(out.square().sum(), x)
         assert torch.allclose(out, eager_out, atol=1e-5) and torch.allclose(grad, eager_grad, atol=1e-5)
+        with torch.inference_mode():  # inference traces other forms (RoPE channel by channel, SDPA for a bias)
+            assert torch.allclose(compiled(x), eager_out, atol=1e-5)

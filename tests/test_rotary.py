@@ -102,20 +102,25 @@ def test_the_fused_rotation_lays_q_k_and_their_gradient_out_like_the_projections
     assert seen == [qkv.stride()]
 
 
+@pytest.mark.parametrize("batch", [1, 5])
+@pytest.mark.parametrize("rows", [True, False], ids=["projection rows", "head-major"])
 @pytest.mark.parametrize("training", [False, True], ids=["channel form", "pair form"])
 @pytest.mark.parametrize("angle_shape", [(2, 7, 4), (7, 4)], ids=["per-head", "shared"])
-def test_the_compiled_form_gives_the_same_q_k_token_major(monkeypatch, angle_shape, training):
-    """Under torch.compile the rotation is written with real tensors, channel by channel at inference and pair by pair
-    under autograd; both rotate as the complex product does, with its gradients, and lay q and k out token-major as
-    the eager path does (written head-major, SDPA's CPU kernel reads them slower)."""
-    projections = torch.randn(5, 7, 3, 2, 8)  # (B, T, 3, nH, Dh)
+def test_the_compiled_form_gives_the_same_q_k_token_major(monkeypatch, angle_shape, training, rows, batch):
+    """Under torch.compile the rotation is written with real tensors: channel by channel at inference (read straight
+    from the projections' rows where q, k and v lie so, padded otherwise) and pair by pair under autograd. Every form
+    rotates as the complex product does, with its gradients, and from the projections' rows lays q and k out
+    token-major as the eager path does (written head-major, SDPA's CPU kernel reads them slower)."""
+    projections = torch.randn(batch, 7, 3, 2, 8)  # (B, T, 3, nH, Dh)
     angles = torch.randn(*angle_shape)
 
     def rotated(compiling):
         monkeypatch.setattr(torch.compiler, "is_compiling", lambda: compiling)
-        qkv = projections.clone().requires_grad_(training).permute(2, 0, 3, 1, 4)  # (3, B, nH, T, Dh)
+        leaf = projections.clone().requires_grad_(training)
+        qkv = leaf.permute(2, 0, 3, 1, 4)  # (3, B, nH, T, Dh)
+        qkv = qkv if rows else qkv.contiguous()
         out = rotate_qk_of_qkv(qkv, angles.cos(), angles.sin())
-        grad = torch.autograd.grad(sum(o.square().sum() for o in out), qkv)[0] if training else None
+        grad = torch.autograd.grad(sum(o.square().sum() for o in out), leaf)[0] if training else None
         return out, grad
 
     (eager, eager_grad), (compiled_form, compiled_grad) = rotated(False), rotated(True)
@@ -124,7 +129,8 @@ def test_the_compiled_form_gives_the_same_q_k_token_major(monkeypatch, angle_sha
     if training:
         torch.testing.assert_close(compiled_grad, eager_grad)
     q = compiled_form[0]
-    assert q.stride(-2) > q.stride(-3)  # (B, nH, T, Dh) with the tokens outside the heads in memory
+    if rows:
+        assert q.stride(-2) > q.stride(-3)  # (B, nH, T, Dh) with the tokens outside the heads in memory
 
 
 def test_a_strided_last_dimension_is_rotated_too():

@@ -23,9 +23,10 @@ Two entry points:
   three, then copy the stack into the projections' order.
 
 The maths runs in float32 (or wider) and returns ``x``'s dtype. Under ``torch.compile`` the same rotation is written
-with real tensors, channel by channel (:func:`_composed`): the compiler fuses it into one vectorised kernel each way,
-and complex tensors and ``out=`` writes would break its graph. :func:`rotate_qk_of_qkv` computes it in the projections' memory order
-there, so that the compiled kernel writes q and k token-major, as the eager path leaves them.
+with real tensors (:func:`_composed`), which the compiler fuses into one vectorised kernel each way; complex tensors
+and ``out=`` writes would break its graph. There :func:`rotate_qk_of_qkv` computes it in the projections' memory
+order, so that the compiled kernel writes q and k token-major, as the eager path leaves them, and at inference reads
+each channel's neighbours straight from the projections' rows (:func:`_rotate_in_projection_rows`).
 """
 
 from __future__ import annotations
@@ -158,8 +159,8 @@ def _composed(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Te
     pairs with a stride of 2, one channel at a time (no SIMD), and computes each layer's learned cos/sin again for
     every sample. Written per channel, the loads and stores are contiguous and vectorised, and the multipliers, built
     by ``torch.stack``, are computed once per call (a stack is a realised buffer in inductor's CPU code). Compiled
-    inference at the CPU recipe's dims: RoPE-Mixed's overhead over no PE +10.9% -> +4.7% at 32 px, +12.3% -> +5.4% at
-    64 px. The backward of the channel form, through its padded shifts, was slower: training steps new/old 1.005
+    inference at the CPU recipe's dims, in the ViT: RoPE-Mixed's overhead over no PE +10.9% -> +4.7% at 32 px, +12.3%
+    -> +5.4% at 64 px (the projections' rows now take :func:`_rotate_in_projection_rows`, unpadded). The backward of the channel form, through its padded shifts, was slower: training steps new/old 1.005
     (RoPE-Mixed) and 1.013 (RoPE-Axial), so training keeps the pair form (``results/bench/2026-12-02/ab/``).
     """
     work = x.to(_working_dtype(x.dtype))
@@ -170,6 +171,37 @@ def _composed(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Te
 def _heads_inside(angles: torch.Tensor) -> torch.Tensor:
     """Cosines or sines (..., nH, T, Dh/2), or (T, Dh/2) shared by the heads, as (..., T, nH or 1, Dh/2)."""
     return angles.transpose(-3, -2) if angles.dim() >= 3 else angles.unsqueeze(-2)
+
+
+def _rotate_in_projection_rows(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """The channel form (:func:`_channelwise`) for projections ``qkv`` (3, B, nH, T, Dh) whose memory is one row
+    (3, nH, Dh) per token, (B, T, 3, nH, Dh): rotated q and k (2, B, nH, T, Dh), token-major.
+
+    The neighbours ``x[d + 1]`` and ``x[d - 1]`` are read from the rows without padding: where they fall in another
+    head, another projection or the previous token, their multiplier is 0. Only the first channel of the whole buffer
+    has nothing before it, so the first sample takes the padded form, into the same output. Padded, every load was
+    masked, and inductor's CPU code loads masked vectors one float at a time: compiled inference of one layer at the
+    CPU recipe's 32 px, the rotation added 2.5 ms padded, 1.1 ms with the same loads unmasked."""
+    _, batch, heads, tokens, head_dim = qkv.shape
+    width, span = 3 * heads * head_dim, 2 * heads * head_dim  # a token's row; its q and k
+    flat = qkv.permute(1, 3, 0, 2, 4).reshape(-1)  # (B * T * 3 * nH * Dh,): a view of the projections' memory
+    rows = flat.view(batch, tokens, width)
+    multipliers = _channel_multipliers(_heads_inside(cos), _heads_inside(sin))  # 3 x (T, nH or 1, Dh)
+    multipliers = [m.unsqueeze(-3) for m in multipliers]  # (T, 1, nH or 1, Dh): broadcast over q and k
+    work = _working_dtype(qkv.dtype)
+
+    def rotate(x: torch.Tensor, after: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
+        shape = (x.shape[0], tokens, 2, heads, head_dim)  # (b, T, 2 * nH * Dh) -> (b, T, 2, nH, Dh)
+        x, after, before = (t.reshape(shape).to(work) for t in (x, after, before))
+        return (x * multipliers[0] + after * multipliers[1] + before * multipliers[2]).to(qkv.dtype)
+
+    following = rows[..., 1:span + 1]  # x[d + 1]: the last channel of k reads v's first
+    sample = tokens * width
+    first_before = F.pad(flat[:sample - 1], (1, 0)).view(1, tokens, width)[..., :span]  # x[d - 1] of sample 0
+    rest_before = flat[sample - 1:batch * sample - 1].view(batch - 1, tokens, width)[..., :span]  # samples 1 ..
+    rotated = torch.cat((rotate(rows[:1, :, :span], following[:1], first_before),
+                         rotate(rows[1:, :, :span], following[1:], rest_before)))  # (B, T, 2, nH, Dh)
+    return rotated.permute(2, 0, 3, 1, 4)  # (2, B, nH, T, Dh), token-major in memory
 
 
 def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -195,6 +227,10 @@ def rotate_qk_of_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *,
         raise ValueError(f"rotary: expected stacked (q, k, v) of shape (3, ..., T, Dh), got {tuple(qkv.shape)}")
     if torch.compiler.is_compiling():
         qk = qkv[:2]  # (2, ..., nH, T, Dh)
+        records = torch.is_grad_enabled() and (qkv.requires_grad or cos.requires_grad or sin.requires_grad)
+        if not records and qkv.dim() == 5 and qkv.permute(1, 3, 0, 2, 4).is_contiguous():  # the projections' rows
+            q, k = _rotate_in_projection_rows(qkv, cos, sin).unbind(0)
+            return q, k, qkv[2]
         if qk.dim() >= 5 and qk.stride(-2) > qk.stride(-3):  # tokens outside heads in memory: the projections' order
             # computed in that order, the compiled kernel writes q and k token-major too, as the eager path leaves
             # them; written head-major, SDPA's CPU kernel took 1.3 ms longer per layer (recipe dims, 32 px)

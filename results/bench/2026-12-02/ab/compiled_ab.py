@@ -7,11 +7,13 @@ against new in the same rounds as a compiled ``none`` (results/bench/2026-12-01/
     OMP_NUM_THREADS=1 taskset -c 1 python results/bench/2026-12-02/ab/compiled_ab.py rotation 32 rope_axial,rope_mixed 9 infer
 
 bias: a learned attention bias as the plain whole-batch formula inductor fuses (old) or the chunked attention as
-opaque custom ops (new). rotation: the compiled rotation of an older checkout (old; OLD_TREE, default /work/lanetree
-at commit 3c7140d, pair by pair) against this tree's (new: channel by channel where no gradient is recorded).
-The result files here came from this script's first form, which timed the same but shared one compiled model per PE
-between old and new (dynamo kept a graph for each); compiled_rotation_*_train*.txt timed the channel form in
-training too, which this tree no longer uses there.
+opaque custom ops (new). rotation: the compiled rotation of q and k of an older checkout (old; OLD_TREE, default
+/work/lanetree at commit 3c7140d, pair by pair) against this tree's (new: at inference, channel by channel from the
+projections' rows).
+compiled_bias_*.txt and compiled_rotation_{32,64}_*.txt came from this script's first form, which timed the same but
+shared one compiled model per PE between old and new (dynamo kept a graph for each) and swapped ``rotary._composed``
+(f98f2fc's padded channel form as new); compiled_rotation_*_train*.txt timed the channel form in training too, which
+no tree since uses there. compiled_rows_*.txt: this form.
 """
 import importlib.util
 import os
@@ -19,7 +21,7 @@ import sys
 from pathlib import Path
 
 import vitpe.models.attention as attention
-import vitpe.pe.rotary as rotary
+import vitpe.pe.sites as sites
 from vitpe.models.biased_attention import plain_biased_attention
 
 
@@ -35,7 +37,7 @@ def variants(change):
     if change == "bias":
         return attention, "biased_attention", {"old": plain_biased_attention, "new": attention.biased_attention}
     old = load("old_rotary", os.path.join(os.environ.get("OLD_TREE", "/work/lanetree"), "vitpe/pe/rotary.py"))
-    return rotary, "_composed", {"old": old._composed, "new": rotary._composed}
+    return sites, "rotate_qk_of_qkv", {"old": old.rotate_qk_of_qkv, "new": sites.rotate_qk_of_qkv}
 
 
 def main():
