@@ -101,8 +101,8 @@ def _attend_backward(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v
 def _attend_backward_shapes(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                             out: torch.Tensor, probs: torch.Tensor, per_sample: bool
                             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), \
-        probs.new_empty(probs.shape if per_sample else probs.shape[1:])
+    grad_bias = probs.new_empty(probs.shape if per_sample else probs.shape[1:])  # ((B,) nH, T, T)
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), grad_bias
 
 
 def _save_for_backward(ctx, inputs: tuple, output: tuple) -> None:

@@ -131,6 +131,11 @@ def _check_pairs(x: torch.Tensor, cos: torch.Tensor) -> None:
         raise ValueError(f"rotary: head dim {x.shape[-1]} does not match {cos.shape[-1]} angle pairs")
 
 
+def _records_grad(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> bool:
+    """Whether autograd records a rotation of ``x`` by ``cos``, ``sin``."""
+    return torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad)
+
+
 def _channel_multipliers(cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Cosines, sines (..., Dh/2) -> the multipliers (..., Dh) of channel ``d``, of ``d + 1`` and of ``d - 1`` in a
     rotation of interleaved pairs: ``(c0, c0, c1, c1, ..)``, ``(-s0, 0, -s1, 0, ..)`` and ``(0, s0, 0, s1, ..)``."""
@@ -160,12 +165,12 @@ def _composed(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Te
     every sample. Written per channel, the loads and stores are contiguous and vectorised, and the multipliers, built
     by ``torch.stack``, are computed once per call (a stack is a realised buffer in inductor's CPU code). Compiled
     inference at the CPU recipe's dims, in the ViT: RoPE-Mixed's overhead over no PE +10.9% -> +4.7% at 32 px, +12.3%
-    -> +5.4% at 64 px (the projections' rows now take :func:`_rotate_in_projection_rows`, unpadded). The backward of the channel form, through its padded shifts, was slower: training steps new/old 1.005
-    (RoPE-Mixed) and 1.013 (RoPE-Axial), so training keeps the pair form (``results/bench/2026-12-02/ab/``).
+    -> +5.4% at 64 px (the projections' rows now take :func:`_rotate_in_projection_rows`, unpadded). The backward of
+    the channel form, through its padded shifts, was slower: training steps new/old 1.005 (RoPE-Mixed) and 1.013
+    (RoPE-Axial), so training keeps the pair form (``results/bench/2026-12-02/ab/``).
     """
     work = x.to(_working_dtype(x.dtype))
-    records = torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad)
-    return (_pairwise if records else _channelwise)(work, cos, sin).to(x.dtype)
+    return (_pairwise if _records_grad(x, cos, sin) else _channelwise)(work, cos, sin).to(x.dtype)
 
 
 def _heads_inside(angles: torch.Tensor) -> torch.Tensor:
@@ -178,10 +183,11 @@ def _rotate_in_projection_rows(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.
     (3, nH, Dh) per token, (B, T, 3, nH, Dh): rotated q and k (2, B, nH, T, Dh), token-major.
 
     The neighbours ``x[d + 1]`` and ``x[d - 1]`` are read from the rows without padding: where they fall in another
-    head, another projection or the previous token, their multiplier is 0. Only the first channel of the whole buffer
-    has nothing before it, so the first sample takes the padded form, into the same output. Padded, every load was
-    masked, and inductor's CPU code loads masked vectors one float at a time: compiled inference of one layer at the
-    CPU recipe's 32 px, the rotation added 2.5 ms padded, 1.1 ms with the same loads unmasked."""
+    head, another projection or the previous token, their multiplier is 0 (a non-finite neighbour would give NaN
+    there, where padding gives 0; projections that hold one make the attention non-finite anyway). Only the first
+    channel of the whole buffer has nothing before it, so the first sample takes the padded form, into the same
+    output. Padded, every load was masked, and inductor's CPU code loads masked vectors one float at a time: compiled
+    inference of one layer at the CPU recipe's 32 px, the rotation added 2.5 ms padded, 0.8 ms from the rows."""
     _, batch, heads, tokens, head_dim = qkv.shape
     width, span = 3 * heads * head_dim, 2 * heads * head_dim  # a token's row; its q and k
     flat = qkv.permute(1, 3, 0, 2, 4).reshape(-1)  # (B * T * 3 * nH * Dh,): a view of the projections' memory
@@ -227,8 +233,8 @@ def rotate_qk_of_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *,
         raise ValueError(f"rotary: expected stacked (q, k, v) of shape (3, ..., T, Dh), got {tuple(qkv.shape)}")
     if torch.compiler.is_compiling():
         qk = qkv[:2]  # (2, ..., nH, T, Dh)
-        records = torch.is_grad_enabled() and (qkv.requires_grad or cos.requires_grad or sin.requires_grad)
-        if not records and qkv.dim() == 5 and qkv.permute(1, 3, 0, 2, 4).is_contiguous():  # the projections' rows
+        rows = qkv.dim() == 5 and qkv.permute(1, 3, 0, 2, 4).is_contiguous()  # the projections' (B, T, 3, nH, Dh)
+        if rows and not _records_grad(qkv, cos, sin):
             q, k = _rotate_in_projection_rows(qkv, cos, sin).unbind(0)
             return q, k, qkv[2]
         if qk.dim() >= 5 and qk.stride(-2) > qk.stride(-3):  # tokens outside heads in memory: the projections' order
@@ -239,8 +245,8 @@ def rotate_qk_of_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *,
             rotated = _composed(qk, cos, sin)
         q, k = rotated.unbind(0)  # (2, ..., T, Dh) -> 2 x (..., T, Dh)
         return q, k, qkv[2]
-    needs_grad = torch.is_grad_enabled() and (qkv.requires_grad or cos.requires_grad or sin.requires_grad)
-    if in_place and not needs_grad and qkv.dtype == _working_dtype(qkv.dtype) and _pairs_adjacent(qkv):
+    in_place = in_place and qkv.dtype == _working_dtype(qkv.dtype) and _pairs_adjacent(qkv)
+    if in_place and not _records_grad(qkv, cos, sin):
         qk = _complex(qkv[:2])  # (2, ..., T, Dh/2): a view of qkv
         q, k = _real(torch.mul(qk, _phase(cos, sin, qkv.dtype), out=qk)).unbind(0)
         return q, k, qkv[2]
