@@ -149,11 +149,18 @@ def _pairwise(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Te
     return torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)  # (..., T, Dh)
 
 
+def _weighted_neighbours(x: torch.Tensor, following: torch.Tensor, preceding: torch.Tensor,
+                         multipliers: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """``x[d] m0[d] + x[d + 1] m+[d] + x[d - 1] m-[d]``: the channel form of the rotation, given each channel's
+    neighbours ``following`` (x[d + 1]) and ``preceding`` (x[d - 1]) and :func:`_channel_multipliers`."""
+    same, after, before = multipliers
+    return x * same + following * after + preceding * before
+
+
 def _channelwise(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    same, after, before = _channel_multipliers(cos, sin)  # (..., T, Dh) each
-    shifted_left = F.pad(x[..., 1:], (0, 1))  # x[d + 1], zero past the last channel
-    shifted_right = F.pad(x[..., :-1], (1, 0))  # x[d - 1], zero before the first
-    return x * same + shifted_left * after + shifted_right * before  # (..., T, Dh)
+    following = F.pad(x[..., 1:], (0, 1))  # x[d + 1], zero past the last channel
+    preceding = F.pad(x[..., :-1], (1, 0))  # x[d - 1], zero before the first
+    return _weighted_neighbours(x, following, preceding, _channel_multipliers(cos, sin))  # (..., T, Dh)
 
 
 def _composed(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -179,7 +186,7 @@ def _heads_inside(angles: torch.Tensor) -> torch.Tensor:
 
 
 def _rotate_in_projection_rows(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """The channel form (:func:`_channelwise`) for projections ``qkv`` (3, B, nH, T, Dh) whose memory is one row
+    """The channel form (:func:`_weighted_neighbours`) for projections ``qkv`` (3, B, nH, T, Dh) whose memory is one row
     (3, nH, Dh) per token, (B, T, 3, nH, Dh): rotated q and k (2, B, nH, T, Dh), token-major.
 
     The neighbours ``x[d + 1]`` and ``x[d - 1]`` are read from the rows without padding: where they fall in another
@@ -193,13 +200,13 @@ def _rotate_in_projection_rows(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.
     flat = qkv.permute(1, 3, 0, 2, 4).reshape(-1)  # (B * T * 3 * nH * Dh,): a view of the projections' memory
     rows = flat.view(batch, tokens, width)
     multipliers = _channel_multipliers(_heads_inside(cos), _heads_inside(sin))  # 3 x (T, nH or 1, Dh)
-    multipliers = [m.unsqueeze(-3) for m in multipliers]  # (T, 1, nH or 1, Dh): broadcast over q and k
+    multipliers = tuple(m.unsqueeze(-3) for m in multipliers)  # (T, 1, nH or 1, Dh): broadcast over q and k
     work = _working_dtype(qkv.dtype)
 
-    def rotate(x: torch.Tensor, after: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
+    def rotate(x: torch.Tensor, following: torch.Tensor, preceding: torch.Tensor) -> torch.Tensor:
         shape = (x.shape[0], tokens, 2, heads, head_dim)  # (b, T, 2 * nH * Dh) -> (b, T, 2, nH, Dh)
-        x, after, before = (t.reshape(shape).to(work) for t in (x, after, before))
-        return (x * multipliers[0] + after * multipliers[1] + before * multipliers[2]).to(qkv.dtype)
+        operands = (t.reshape(shape).to(work) for t in (x, following, preceding))
+        return _weighted_neighbours(*operands, multipliers).to(qkv.dtype)
 
     following = rows[..., 1:span + 1]  # x[d + 1]: the last channel of k reads v's first
     sample = tokens * width
@@ -245,8 +252,8 @@ def rotate_qk_of_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *,
             rotated = _composed(qk, cos, sin)
         q, k = rotated.unbind(0)  # (2, ..., T, Dh) -> 2 x (..., T, Dh)
         return q, k, qkv[2]
-    in_place = in_place and qkv.dtype == _working_dtype(qkv.dtype) and _pairs_adjacent(qkv)
-    if in_place and not _records_grad(qkv, cos, sin):
+    in_own_memory = in_place and qkv.dtype == _working_dtype(qkv.dtype) and _pairs_adjacent(qkv)
+    if in_own_memory and not _records_grad(qkv, cos, sin):
         qk = _complex(qkv[:2])  # (2, ..., T, Dh/2): a view of qkv
         q, k = _real(torch.mul(qk, _phase(cos, sin, qkv.dtype), out=qk)).unbind(0)
         return q, k, qkv[2]
