@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any, ClassVar
 
 import torch
@@ -63,7 +64,8 @@ class RotaryEncoding(PositionEncoding):
     def _prepare(self, grid: Grid) -> RotaryState:
         # in float32 whatever autocast says: RoPE-Mixed's angles are products (an einsum) that autocast would round to
         # bfloat16, an error of up to 0.09 in cos at a 16 x 16 grid (the RoPE-ViT code disables autocast there too)
-        with torch.autocast(self.device.type, enabled=False):
+        device = self.device.type
+        with torch.autocast(device, enabled=False) if torch.amp.is_autocast_available(device) else nullcontext():
             phase = pad_prefix(self.phases(grid), self.num_prefix_tokens).float()  # (..., P + N, Dh/2)
         if self.per_layer:  # (depth, nH, P + N, Dh/2) laid out token-major, as q and k are: the rotation's inner loop
             phase = phase.transpose(1, 2).contiguous().transpose(1, 2)  # then runs over all heads of a token (0.7x)
