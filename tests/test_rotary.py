@@ -199,6 +199,12 @@ def test_the_angles_stay_float32_under_autocast(pe):
         torch.testing.assert_close(got_part, want_part, rtol=0, atol=0)
 
 
+def test_a_model_on_the_meta_device_infers_shapes():
+    """The meta device has no autocast to turn off around the rotary state."""
+    model = ViT(img_size=16, patch_size=4, dim=32, depth=2, heads=2, pe="rope_mixed").to("meta")
+    assert model(torch.randn(2, 3, 16, 16, device="meta")).shape == (2, 10)
+
+
 def test_bfloat16_projections_train_through_the_fused_rotation():
     """Under autocast the projections are bfloat16, which has no complex view: the backward rotates in float32 and
     converts into the bfloat16 gradient."""
