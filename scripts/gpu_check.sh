@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # The GPU checks that issues 13 and 17 ask of a session lent a GPU, as one script that fits its short device time
-# (about 11 minutes with the defaults; every step has its own time limit, and a step that fails or runs out of time
-# does not stop the next):
-#   1. python -m vitpe.bench --quick (a smoke run: a broken CUDA path shows in a minute)
-#   2. the GPU recipe (configs/cifar10_gpu_10min.yaml) with one PE: a 2-epoch probe times an epoch, then one run with
+# (every step has its own time limit, and a step that fails or runs out of time does not stop the next; all steps
+# take about 13 minutes, more than one device call's 10, so give a call a part: STEPS="tests bench_quick rotation_ab
+# bench" is about 7 minutes):
+#   1. tests: pytest tests/test_rotary_triton.py, whose CUDA test runs the Triton rotation on the GPU (half a minute)
+#   2. python -m vitpe.bench --quick (a smoke run: a broken CUDA path shows in a minute)
+#   3. rotation_ab: RoPE's eager rotation as the complex product against the Triton kernels, in the same rounds
+#      (results/bench/2026-12-02/host/ab_host.py rotary_triton), training and inference, both dims, 32 and 64 px
+#   4. python -m vitpe.bench eager at 32 and 64 px, then --compile for three PEs at 32 px
+#   5. the GPU recipe (configs/cifar10_gpu_10min.yaml) with one PE: a 2-epoch probe times an epoch, then one run with
 #      as many epochs as fit in TRAIN_SECONDS (warm-up a twentieth of them); accuracy per epoch against wall time
 #      is in its metrics.jsonl
-#   3. python -m vitpe.bench eager at 32 and 64 px, then --compile for three PEs at 32 px
-# Then OUT/summary.md: the recipe's accuracy against wall time and the benchmarks' tables.
+# Then OUT/summary.md: the recipe's accuracy against wall time, the A/B and the benchmarks' tables.
 #
 #   VITPE_DATA=/path/to/data [OUT=runs/gpu_check] [DEVICE=cuda] [PE=rope_mixed] [TRAIN_SECONDS=420] \
 #     [CONFIG=configs/cifar10_gpu_10min.yaml] [EXTRA="key=value ..."] [BENCH_ARGS="..."] \
-#     [STEPS="bench_quick recipe bench bench_compiled"] scripts/gpu_check.sh
+#     [STEPS="tests bench_quick rotation_ab bench bench_compiled recipe"] scripts/gpu_check.sh
 #
 # DEVICE=cpu with tiny EXTRA/BENCH_ARGS runs the same steps on a CPU (how the script is tested).
 set -uo pipefail
@@ -19,10 +23,11 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}
 out=${OUT:-runs/gpu_check} device=${DEVICE:-cuda} pe=${PE:-rope_mixed} seconds=${TRAIN_SECONDS:-420}
 config=${CONFIG:-configs/cifar10_gpu_10min.yaml} extra=${EXTRA:-} bench_args=${BENCH_ARGS:-}
-steps=" ${STEPS:-bench_quick recipe bench bench_compiled} "
+all_steps="tests bench_quick rotation_ab bench bench_compiled recipe"
+steps=" ${STEPS:-$all_steps} "
 for s in $steps; do
-  case $s in bench_quick|recipe|bench|bench_compiled) ;;
-    *) echo "STEPS: unknown step '$s' (bench_quick, recipe, bench, bench_compiled)" >&2; exit 2 ;;
+  case " $all_steps " in *" $s "*) ;;
+    *) echo "STEPS: unknown step '$s' (${all_steps// /, })" >&2; exit 2 ;;
   esac
 done
 [[ $seconds =~ ^[1-9][0-9]*$ ]] ||
@@ -49,7 +54,16 @@ step() {  # step NAME SECONDS command...: run with a time limit, log to OUT/NAME
   return $code
 }
 
+step tests 120 "$PYTHON" -m pytest -q -rs tests/test_rotary_triton.py
 step bench_quick 150 "$PYTHON" -m vitpe.bench --device "$device" --quick --out "$out/bench_quick" $bench_args
+# each A/B prints its overheads over none and new/old; 'train 32px rope_axial new/old 0.8' is the Triton kernels' gain
+step rotation_ab 240 bash -c 'for dims in default recipe; do for px in 32 64; do for kind in train infer; do
+  echo "== $dims dims"; "$0" results/bench/2026-12-02/host/ab_host.py rotary_triton $dims $px 128 9 $kind "$1" || exit $?
+  done; done; done' "$PYTHON" "$device"
+
+step bench 240 "$PYTHON" -m vitpe.bench --device "$device" --out "$out/bench" --no-text --no-data $bench_args
+step bench_compiled 300 "$PYTHON" -m vitpe.bench --device "$device" --compile --sizes 32 \
+  --pes learnable,rope_mixed,relbias --out "$out/bench_compiled" --no-text --no-data $bench_args
 
 # the probe's second epoch is the steady epoch time (the first pays start-up and kernel selection)
 if step recipe_probe 240 "$PYTHON" train.py --config "$config" out_dir="$out/recipe_probe" train.device="$device" \
@@ -68,10 +82,6 @@ PY
     train.device="$device" train.epochs="$epochs" train.warmup_epochs="$warmup" model.pe="$pe" $extra --no-progress
 fi
 
-step bench 240 "$PYTHON" -m vitpe.bench --device "$device" --out "$out/bench" --no-text --no-data $bench_args
-step bench_compiled 300 "$PYTHON" -m vitpe.bench --device "$device" --compile --sizes 32 \
-  --pes learnable,rope_mixed,relbias --out "$out/bench_compiled" --no-text --no-data $bench_args
-
 {
   if [ -f "$out/recipe_$pe/metrics.jsonl" ]; then
     echo; echo "## Recipe, $pe ($config)"; echo; echo "| epoch | test acc. (%) | wall (s) |"; echo "|---|---|---|"
@@ -80,6 +90,10 @@ import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
     print(f\"| {r['epoch']} | {100 * r['test_acc']:.2f} | {r['elapsed_s']:.0f} |\")" "$out/recipe_$pe/metrics.jsonl"
+  fi
+  if [ -f "$out/rotation_ab.log" ]; then
+    echo; echo "## RoPE's eager rotation: complex product (old) against the Triton kernels (new)"; echo
+    echo '```'; grep -E "^==|new/old|over none" "$out/rotation_ab.log"; echo '```'
   fi
   for name in bench bench_compiled bench_quick; do
     [ -f "$out/$name/bench.md" ] && { echo; echo "## $name"; echo; cat "$out/$name/bench.md"; }

@@ -238,6 +238,20 @@ def test_cpb_coordinates_are_log_spaced_and_bias_bounded():
     assert bias.min() >= 0 and bias.max() <= 16
 
 
+def test_cpb_tables_are_each_layers_mlp():
+    """The batched products over the layers compute what each layer's MLP module computes, and train its weights."""
+    pe = build("cpb", (4, 4), depth=3)
+    coords = pe.log_coordinates((4, 4))  # (T, 2)
+    batched = pe.tables(coords)  # (depth, T, nH)
+    one_by_one = torch.stack([mlp(coords) for mlp in pe.mlps])
+    torch.testing.assert_close(batched, one_by_one, rtol=1e-6, atol=1e-6)
+    weights = torch.randn_like(batched)
+    grads = torch.autograd.grad((batched * weights).sum(), list(pe.parameters()))
+    want = torch.autograd.grad((one_by_one * weights).sum(), list(pe.parameters()))
+    for got, expected in zip(grads, want):
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+
+
 def test_cpb_offsets_in_each_mode():
     pe = build("cpb", (8, 8), resize="extrapolate")
     assert pe.log_coordinates((16, 16)).max().item() == pytest.approx(_cpb_log(15, 8), abs=1e-6)

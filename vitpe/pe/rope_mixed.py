@@ -51,5 +51,8 @@ class MixedRope(RotaryEncoding):
         return torch.stack((mags * angles.cos(), mags * angles.sin()), dim=-1)  # (depth, nH, Dh/2, 2): (x, y)
 
     def phases(self, grid: Grid) -> torch.Tensor:
-        pos = grid_positions(grid, self.grid, self.resize, self.device).flip(-1)  # (N, ndim), columns (x, y)
+        pos = self.cached(  # the grid's part, built once: on a GPU each of its small kernels is a launch per step
+            ("positions", grid, self.resize),
+            lambda: grid_positions(grid, self.grid, self.resize, self.device).flip(-1),  # (N, ndim), columns (x, y)
+        )
         return torch.einsum("na,lhja->lhnj", pos, self.freqs.float())  # (depth, nH, N, Dh/2)

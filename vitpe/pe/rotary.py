@@ -31,6 +31,9 @@ each channel's neighbours straight from the projections' rows (:func:`_rotate_in
 
 from __future__ import annotations
 
+import functools
+from types import ModuleType
+
 import torch
 import torch.nn.functional as F
 
@@ -217,6 +220,20 @@ def _rotate_in_projection_rows(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.
     return rotated.permute(2, 0, 3, 1, 4)  # (2, B, nH, T, Dh), token-major in memory
 
 
+@functools.cache
+def _triton_kernels() -> ModuleType | None:
+    try:
+        from vitpe.pe import rotary_triton
+    except ImportError:  # no Triton (a CPU-only or a Windows install): the complex product serves CUDA too
+        return None
+    return rotary_triton
+
+
+def _fused_kernels(qkv: torch.Tensor) -> ModuleType | None:
+    """:mod:`vitpe.pe.rotary_triton` where it serves ``qkv``: a CUDA tensor, Triton installed."""
+    return _triton_kernels() if qkv.is_cuda else None
+
+
 def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate the interleaved pairs of ``x`` (..., T, Dh) by angles with cosines/sines ``cos``, ``sin``
     (..., T, Dh/2), broadcastable to ``x``'s leading dimensions; float32 ``cos``/``sin``. Returns ``x``'s shape and
@@ -252,6 +269,11 @@ def rotate_qk_of_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *,
             rotated = _composed(qk, cos, sin)
         q, k = rotated.unbind(0)  # (2, ..., T, Dh) -> 2 x (..., T, Dh)
         return q, k, qkv[2]
+    kernels = _fused_kernels(qkv)
+    if kernels is not None and kernels.fusable(qkv, cos, sin):  # CUDA: one kernel each way
+        if in_place and not _records_grad(qkv, cos, sin):
+            return kernels.rotate_qk_in_place(qkv, cos, sin)
+        return kernels.FusedRotaryQK.apply(qkv, cos, sin)
     in_own_memory = in_place and qkv.dtype == _working_dtype(qkv.dtype) and _pairs_adjacent(qkv)
     if in_own_memory and not _records_grad(qkv, cos, sin):
         qk = _complex(qkv[:2])  # (2, ..., T, Dh/2): a view of qkv

@@ -43,21 +43,26 @@ def variants(change):
 RECIPE_DIMS = dict(dim=128, heads=4, mlp_ratio=2, pool="mean", fc_norm=True)
 
 
-def compare_old_new(owner, attribute, values, px, pes, rounds, kind, dims=None, compiled=False):
+def compare_old_new(owner, attribute, values, px, pes, rounds, kind, dims=None, compiled=False, batch=128,
+                    device="cpu"):
     """Time ``none`` and every PE with ``owner.attribute`` set to each of ``values`` ({"old": .., "new": ..}) in the
     benchmark's interleaved rounds (one thread); print each overhead over ``none`` and new/old, with 90% intervals.
-    ``compiled``: every model under torch.compile (each variant's model is traced with its own value)."""
-    keep_freed_memory()
+    ``compiled``: every model under torch.compile (each variant's model is traced with its own value). On CUDA the
+    steps run as the benchmark's do there (bf16 autocast, synchronised)."""
+    keep_freed_memory(device)
     torch.set_num_threads(1)
+    device = torch.device(device)
     g = torch.Generator().manual_seed(0)
-    images, labels = torch.randn(128, 3, px, px, generator=g), torch.randint(0, 10, (128,), generator=g)
+    images, labels = torch.randn(batch, 3, px, px, generator=g), torch.randint(0, 10, (batch,), generator=g)
+    images, labels = images.to(device), labels.to(device)
 
     def step(pe):
         torch.manual_seed(0)
-        model = ViT(img_size=px, patch_size=4, num_classes=10, depth=6, pe=pe, **(dims or RECIPE_DIMS))
+        model = ViT(img_size=px, patch_size=4, num_classes=10, depth=6, pe=pe, **(dims or RECIPE_DIMS)).to(device)
         model = torch.compile(model) if compiled else model
-        cpu = torch.device("cpu")
-        return train_step_fn(model, (images,), labels, cpu) if kind == "train" else infer_step_fn(model, (images,), cpu)
+        if kind == "train":
+            return train_step_fn(model, (images,), labels, device)
+        return infer_step_fn(model, (images,), device)
 
     steps = {"none": step("none")}
     for pe in pes:
@@ -66,9 +71,10 @@ def compare_old_new(owner, attribute, values, px, pes, rounds, kind, dims=None, 
                 setattr(owner, attribute, value)
                 f()
             steps[f"{pe}/{name}"] = run
-    cfg = BenchConfig(repeats=rounds, warmup=2)  # the benchmark's own shuffled, interleaved rounds
+    per_round = max(1, 32 // batch) if device.type == "cpu" else 10  # a GPU step at batch 128 takes ~10 ms
+    cfg = BenchConfig(repeats=rounds, warmup=2, steps=per_round)  # the benchmark's shuffled, interleaved rounds
     with compile_limits(1 + len(values) * len(pes)) if compiled else contextlib.nullcontext():
-        times = interleaved_rounds(steps, cfg, torch.device("cpu"))
+        times = interleaved_rounds(steps, cfg, device)
     for n in steps:
         s, lo, hi = paired_speed_ratio(times[n], times["none"])
         print(f"{kind} {px}px {n:16s} {sorted(times[n])[rounds // 2] * 1000:7.0f} ms  over none {1 / s - 1:+.1%} "
