@@ -27,6 +27,9 @@ with real tensors (:func:`_composed`), which the compiler fuses into one vectori
 and ``out=`` writes would break its graph. There :func:`rotate_qk_of_qkv` computes it in the projections' memory
 order, so that the compiled kernel writes q and k token-major, as the eager path leaves them, and at inference reads
 each channel's neighbours straight from the projections' rows (:func:`_rotate_in_projection_rows`).
+
+Eager on CUDA, where Triton is installed, :func:`rotate_qk_of_qkv` runs :mod:`vitpe.pe.rotary_triton` instead: the
+same rotation as one kernel each way, for a GPU step that the host's kernel launches set the pace of.
 """
 
 from __future__ import annotations
