@@ -115,6 +115,9 @@ def test_only_what_the_kernels_take_goes_to_them(kernels):
     assert not kernels.fusable(qkv, cos, cos.transpose(0, 1).contiguous().transpose(0, 1))  # two layouts
     assert not kernels.fusable(qkv, cos[:2], cos[:2])  # neither per head nor shared
     assert not kernels.fusable(qkv[:, 0], cos, cos)  # no batch dimension
+    assert not kernels.fusable(qkv.double(), cos, cos)  # float64 keeps its precision in the complex product
+    assert not kernels.fusable(qkv, cos.double(), cos.double())
+    assert not kernels.fusable(qkv[:, :0], cos, cos)  # an empty batch launches nothing
     assert rotary._fused_kernels(qkv) is None  # a CPU tensor keeps the complex product
 
 

@@ -80,10 +80,16 @@ def _rotate_rows(src_q, src_k, src_v, dst_q, dst_k, dst_v, cos, sin, inputs_q, i
         tl.store(dst_v + b * o_b + t * o_t + hv * o_h + d * o_d, v.to(dst_v.dtype.element_ty), mask=live_v)
 
 
+#: The dtypes the kernels compute in float32: wider inputs (float64, as gradcheck uses) keep the complex product.
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
 def fusable(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> bool:
-    """Whether the kernels take these inputs: floating-point ``qkv`` (3, B, nH, T, Dh), and ``cos``, ``sin`` of one
-    memory layout, (T, Dh/2) shared by the heads or (nH or 1, T, Dh/2)."""
-    if qkv.dim() != 5 or cos.dim() not in (2, 3) or not qkv.is_floating_point() or cos.stride() != sin.stride():
+    """Whether the kernels take these inputs: non-empty ``qkv`` (3, B, nH, T, Dh) of one of :data:`DTYPES`, and
+    ``cos``, ``sin`` of one of them too and one memory layout, (T, Dh/2) shared by the heads or (nH or 1, T, Dh/2)."""
+    if qkv.dim() != 5 or cos.dim() not in (2, 3) or qkv.numel() == 0 or cos.stride() != sin.stride():
+        return False
+    if qkv.dtype not in DTYPES or cos.dtype not in DTYPES or sin.dtype not in DTYPES:
         return False
     return cos.dim() == 2 or cos.shape[0] in (1, qkv.shape[2])
 
