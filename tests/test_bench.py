@@ -40,6 +40,33 @@ def test_quick_mode_writes_valid_json(tmp_path):
             assert low <= row[key] <= high
     checks = [c for c in result["targets"] if c["target"].startswith("rope_axial")]
     assert checks and all(c["interval"] is not None and isinstance(c["clear"], bool) for c in checks)
+    kernels = {r["pe"]: (r["train_kernels"], r["infer_kernels"]) for r in result["rows"]}
+    assert kernels["none"] == kernels[NOISE_REFERENCE]  # the same model launches the same kernels
+    assert all(train > infer > 0 for train, infer in kernels.values())
+    assert kernels["rope_mixed"][0] > kernels["none"][0] and kernels["cpb"][1] > kernels["none"][1]
+    assert "kernels/step" in (tmp_path / "bench.md").read_text()
+
+
+def test_kernels_are_counted_with_the_backward_and_without_views():
+    from vitpe.bench_kernels import kernels_per_step
+
+    x = torch.randn(4, 3, requires_grad=True)
+    # forward: mul, sum; backward: the seed gradient (ones_like) and the product's gradient (the sum's is a view)
+    assert kernels_per_step(lambda: (x * 2).sum().backward()) == 4
+    assert kernels_per_step(lambda: x.detach().t()[:2].unsqueeze(0)) == 0  # views and aliases launch nothing
+    assert kernels_per_step(lambda: x.detach().t().reshape(12)) == 1  # a transposed tensor's reshape copies
+    assert kernels_per_step(lambda: x.detach() + 1) == 1
+
+
+def test_the_triton_rotations_launches_count_as_kernels(monkeypatch):
+    pytest.importorskip("triton")
+    from vitpe.bench_kernels import kernels_per_step
+    from vitpe.pe import rotary_triton
+
+    def launch_twice() -> None:
+        rotary_triton.launches += 2  # what two launches of its kernel leave behind
+
+    assert kernels_per_step(launch_twice) == 2
 
 
 def test_targets_are_judged_per_site_with_the_noise_floor():

@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 import vitpe.pe
+from vitpe.bench_kernels import kernels_per_step
 from vitpe.bench_stats import CONFIDENCE, paired_speed_ratio
 from vitpe.bench_targets import NOISE_REFERENCE, check_targets, summary, targets_markdown
 from vitpe.engine.cpu_malloc import keep_freed_memory
@@ -86,10 +87,12 @@ def train_step_fn(model: torch.nn.Module, inputs: tuple, labels: torch.Tensor, d
     return step
 
 
-def infer_step_fn(model: torch.nn.Module, inputs: tuple, device: torch.device) -> Callable:
+def infer_step_fn(model: torch.nn.Module, inputs: tuple, device: torch.device,
+                  no_grad: Callable[[], contextlib.AbstractContextManager] = torch.inference_mode) -> Callable:
+    """One forward without autograd (``no_grad``: ``torch.no_grad`` to count its kernels, :mod:`vitpe.bench_kernels`)."""
     def step() -> None:
         model.eval()
-        with torch.inference_mode(), _autocast(device):
+        with no_grad(), _autocast(device):
             model(*inputs)
 
     return step
@@ -175,13 +178,20 @@ def bench_vit(cfg: BenchConfig, pes: list[str], device: torch.device, log: Calla
                                fc_norm=cfg.pool == "mean", pe="none" if name == NOISE_REFERENCE else name)
         models = {name: _prepare(m, cfg, device) for name, m in models.items()}
         log(f"{size} px: training steps ({len(models)} variants interleaved)")
-        rounds = {"train": interleaved_rounds({n: train_step_fn(m, (images,), labels, device)
-                                               for n, m in models.items()}, cfg, device)}
+        train_fns = {n: train_step_fn(m, (images,), labels, device) for n, m in models.items()}
+        rounds = {"train": interleaved_rounds(train_fns, cfg, device)}
         log(f"{size} px: inference")
         rounds["infer"] = interleaved_rounds({n: infer_step_fn(m, (images,), device) for n, m in models.items()},
                                              cfg, device)
+        kernels = {}  # one more untimed step each; a compiled step's kernels are inductor's, not aten operations
+        if not cfg.compile:
+            kernels = {n: (kernels_per_step(train_fns[n]),
+                           kernels_per_step(infer_step_fn(m, (images,), device, torch.no_grad)))
+                       for n, m in models.items()}
         for name in models:
             row: dict[str, Any] = {"pe": name, "img_size": size}
+            if kernels:
+                row["train_kernels"], row["infer_kernels"] = kernels[name]
             for kind, times in rounds.items():
                 row[f"{kind}_img_s"] = cfg.batch / statistics.median(times[name])
                 row[f"{kind}_s"] = times[name]  # seconds per step, round by round
@@ -291,6 +301,7 @@ def _cpu_line(info: dict[str, Any]) -> str:
 
 def markdown(result: dict[str, Any]) -> str:
     cfg = result["config"]
+    counted = all("train_kernels" in r for r in result["rows"])
     lines = ["# vitpe benchmark", "",
              f"{_cpu_line(result['machine'])}, {result['machine']['cpu_threads']} threads"
              f"{', ' + result['machine']['gpu'] if 'gpu' in result['machine'] else ''}; torch {result['torch']}, "
@@ -300,12 +311,18 @@ def markdown(result: dict[str, Any]) -> str:
              f"{', compiled' if cfg.get('compile') else ''}; "
              f"median of {cfg['repeats']} interleaved rounds of {cfg['steps']} steps; ratios paired within "
              f"rounds, {100 * CONFIDENCE:.0f}% bootstrap intervals in the targets.", "",
-             "| PE | px | train img/s | vs timm | vs none | infer img/s | vs timm | vs none |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| PE | px | train img/s | vs timm | vs none | infer img/s | vs timm | vs none |"
+             + (" kernels/step: train | infer |" if counted else ""),
+             "|---|---|---|---|---|---|---|---|" + ("---|---|" if counted else "")]
     for r in result["rows"]:
         lines.append(f"| {r['pe']} | {r['img_size']} | {r['train_img_s']:.1f} | {r.get('train_vs_timm', 1):.3f} | "
                      f"{r.get('train_vs_none', float('nan')):.3f} | {r['infer_img_s']:.1f} | "
-                     f"{r.get('infer_vs_timm', 1):.3f} | {r.get('infer_vs_none', float('nan')):.3f} |")
+                     f"{r.get('infer_vs_timm', 1):.3f} | {r.get('infer_vs_none', float('nan')):.3f} |"
+                     + (f" {r['train_kernels']} | {r['infer_kernels']} |" if counted else ""))
+    if counted:
+        lines += ["", "Kernels per step: the aten operations that reach a kernel, and vitpe's Triton kernels "
+                      "(vitpe.bench_kernels); on a GPU, where these small steps are launch-bound, a PE costs about "
+                      "what it adds here."]
     d = result.get("data")
     if d:
         lines += ["", f"Data pipeline ({d['source']}, batch {d['batch']}): {1000 * d['data_s_per_batch']:.1f} ms per "

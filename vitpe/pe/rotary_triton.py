@@ -102,6 +102,10 @@ def _angle_strides(cos: torch.Tensor, sin: torch.Tensor) -> tuple[int, int, int]
     return cos.stride(0), cos.stride(1), cos.stride(2)
 
 
+#: Kernels launched so far (the benchmark counts a step's kernels: :mod:`vitpe.bench_kernels`).
+launches = 0
+
+
 def _launch(src: tuple[torch.Tensor, ...], dst: tuple[torch.Tensor, ...], cos: torch.Tensor, sin: torch.Tensor, *,
             inverse: bool, inputs: tuple[torch.Tensor, torch.Tensor] | None = None,
             angle_grads: torch.Tensor | None = None) -> None:
@@ -116,6 +120,8 @@ def _launch(src: tuple[torch.Tensor, ...], dst: tuple[torch.Tensor, ...], cos: t
     if device.type == "cuda" and device.index != torch.cuda.current_device():  # Triton launches on the current one
         with torch.cuda.device(device):
             return _launch(src, dst, cos, sin, inverse=inverse, inputs=inputs, angle_grads=angle_grads)
+    global launches
+    launches += 1
     _rotate_rows[(batch * tokens,)](
         q_src, k_src, v_src[0] if v_src else q_src, q_dst, k_dst, v_dst[0] if v_dst else q_dst, cos, sin,
         x, inputs[1] if inputs is not None else x, angle_grads if angle_grads is not None else cos,

@@ -19,34 +19,16 @@ import os
 from pathlib import Path
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import _disable_current_modes
 
+from vitpe.bench_kernels import KernelCounter
 from vitpe.models import ViT
 from vitpe.pe import rotary
 from vitpe.pe.cpb import ContinuousPositionBias
 
-NOT_KERNELS = {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "lift_fresh", "detach",
-               "result_type", "promote_types", "_unsafe_view", "_local_scalar_dense", "is_same_size", "sym_size",
-               "sym_stride", "_has_compatible_shallow_copy_type"}
-
-
-COUNTING: list = []  # the counter of the step being counted
-
-
-class CountKernels(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops = collections.Counter()
-        self.paused = False
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = func.overloadpacket.__name__
-        if not self.paused and not func.is_view and name not in NOT_KERNELS and not name.startswith("_conj") and name != "_neg_view":
-            self.ops[name] += 1
-        return func(*args, **(kwargs or {}))
-
 
 def interpreted_kernels():
+    """vitpe/pe/rotary_triton.py loaded anew under Triton's interpreter, its launches kept out of the counter."""
     os.environ["TRITON_INTERPRET"] = "1"
     path = Path(rotary.__file__).with_name("rotary_triton.py")
     spec = importlib.util.spec_from_file_location("rotary_triton_interpreted", path)
@@ -55,19 +37,15 @@ def interpreted_kernels():
     del os.environ["TRITON_INTERPRET"]
     launch = module._launch
 
-    def counted(*args, **kwargs):
-        if not COUNTING:
+    def uncounted(*args, **kwargs):
+        with _disable_current_modes():  # the interpreter's own copies of the arguments are no kernels
             return launch(*args, **kwargs)
-        counter = COUNTING[-1]
-        counter.ops["triton rotation"] += 1
-        counter.paused = True  # the interpreter's own copies of the arguments are no kernels
-        try:
-            return launch(*args, **kwargs)
-        finally:
-            counter.paused = False
 
-    module._launch = counted
+    module._launch = uncounted
     return module
+
+
+KERNELS = interpreted_kernels()
 
 
 def count(pe: str, train: bool) -> collections.Counter:
@@ -86,15 +64,16 @@ def count(pe: str, train: bool) -> collections.Counter:
             model.train()
 
     step()
-    with CountKernels() as counter:
-        COUNTING.append(counter)
+    launched = KERNELS.launches
+    with KernelCounter() as counter:
         step()
-        COUNTING.pop()
+    if KERNELS.launches > launched:
+        counter.ops["triton rotation"] = KERNELS.launches - launched
     return counter.ops
 
 
 def main() -> None:
-    kernels = interpreted_kernels()
+    kernels = KERNELS
     original_fused, original_tables = rotary._fused_kernels, ContinuousPositionBias.tables
     variants = {
         "none": ("none", lambda: None),
