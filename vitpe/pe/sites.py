@@ -63,7 +63,7 @@ class RotaryEncoding(PositionEncoding):
 
     def _prepare(self, grid: Grid) -> RotaryState:
         # in float32 whatever autocast says: RoPE-Mixed's angles are products (an einsum) that autocast would round to
-        # bfloat16, an error of up to 0.09 in cos at a 16 x 16 grid (the RoPE-ViT code disables autocast there too)
+        # bfloat16, an error of about 0.1 in cos at a 16 x 16 grid (the RoPE-ViT code disables autocast there too)
         device = self.device.type
         with torch.autocast(device, enabled=False) if torch.amp.is_autocast_available(device) else nullcontext():
             phase = pad_prefix(self.phases(grid), self.num_prefix_tokens).float()  # (..., P + N, Dh/2)
