@@ -112,14 +112,14 @@ def test_relbias_scale_keeps_the_initial_bias_and_speeds_up_adam():
     for scale in (1.0, 8.0):
         torch.manual_seed(0)
         pe = build("relbias", grid, depth=1, scale=scale)
-        before = pe.prepare(grid).detach().clone()  # (1, nH, 16, 16)
+        before = torch.stack(pe.prepare(grid)).detach()  # (1, nH, 16, 16): the state is a bias per layer
         if scale == 1.0:
             reference = before
         torch.testing.assert_close(before, reference, rtol=1e-5, atol=1e-7)
         optimiser = torch.optim.Adam(pe.parameters(), lr=lr)
-        (pe.prepare(grid) * torch.randn_like(before)).sum().backward()
+        (torch.stack(pe.prepare(grid)) * torch.randn_like(before)).sum().backward()
         optimiser.step()
-        moves[scale] = (pe.prepare(grid).detach() - before).abs().amax().item()
+        moves[scale] = (torch.stack(pe.prepare(grid)).detach() - before).abs().amax().item()
     assert moves[1.0] == pytest.approx(lr, rel=1e-3) and moves[8.0] == pytest.approx(8 * lr, rel=1e-3)
     with pytest.raises(ValueError, match="scale must be positive"):
         build("relbias", grid, depth=1, scale=0)
@@ -234,7 +234,7 @@ def test_cpb_coordinates_are_log_spaced_and_bias_bounded():
     for dy, dx in [(0, 0), (7, 7), (-3, 5), (1, -7)]:
         assert coords[dy + 7, dx + 7, 0].item() == pytest.approx(_cpb_log(dy, 8), abs=1e-6)
         assert coords[dy + 7, dx + 7, 1].item() == pytest.approx(_cpb_log(dx, 8), abs=1e-6)
-    bias = pe.prepare((8, 8))
+    bias = torch.stack(pe.prepare((8, 8)))  # (depth, nH, N, N) from the state's bias per layer
     assert bias.min() >= 0 and bias.max() <= 16
 
 
@@ -268,3 +268,32 @@ def test_peg_is_a_depthwise_convolution_on_the_grid():
     expected = torch.nn.functional.conv2d(grid, pe.proj.weight, pe.proj.bias, padding=1, groups=4)
     assert torch.allclose(out[:, 1:], x[:, 1:] + expected.flatten(2).transpose(1, 2), atol=1e-6)
     assert torch.equal(out[:, :1], x[:, :1])
+
+
+# ---------------------------------------------------------------------------------------------------- bias state
+@pytest.mark.parametrize("name", ["relbias", "cpb"])
+def test_a_per_layer_bias_state_is_split_once_and_gathers_its_gradient_in_one_stack(name):
+    """Indexing a (depth, ...) bias per layer gave each layer's gradient a zero-filled (depth, ...) copy, summed by
+    autograd; split once per forward, the layers' gradients meet in one stack."""
+    pe = build(name, (4, 4), depth=3)
+    state = pe.prepare((4, 4))
+    assert isinstance(state, tuple) and len(state) == 3
+    assert all(pe.attention_bias(state, layer) is state[layer] for layer in range(3))
+    loss = sum((pe.attention_bias(state, layer) * (layer + 1)).sum() for layer in range(3))
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        loss.backward()
+    names = {event.name for event in prof.events()}
+    assert "aten::select_backward" not in names and "aten::stack" in names
+
+
+@pytest.mark.parametrize("name", ["relbias", "alibi"])
+def test_under_autocast_the_bias_is_cast_once_for_every_layer(name):
+    pe = build(name, (4, 4), depth=2)
+    want = pe.prepare((4, 4))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = pe.prepare((4, 4))
+    for layer in range(2):
+        bias = pe.attention_bias(got, layer)
+        assert bias.dtype == torch.bfloat16
+        assert torch.equal(bias, pe.attention_bias(want, layer).to(torch.bfloat16))  # what the attention cast
+    assert pe.attention_bias(pe.prepare((4, 4)), 0).dtype == torch.float32  # a cached state stays float32

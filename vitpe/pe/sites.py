@@ -92,6 +92,18 @@ def gather_relative(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return table[..., index, :].movedim(-1, -3)  # (..., N, N, nH) -> (..., nH, N, N)
 
 
+#: A logits-site PE's per-forward state: its bias (nH, P + N, P + N), or per layer a tuple of ``depth`` of them.
+BiasState = torch.Tensor | tuple[torch.Tensor, ...]
+
+
+def _autocast_dtype(device: torch.device) -> torch.dtype | None:
+    """The dtype autocast runs the attention in on ``device``, or None where autocast is off."""
+    kind = device.type
+    if torch.amp.is_autocast_available(kind) and torch.is_autocast_enabled(kind):
+        return torch.get_autocast_dtype(kind)
+    return None
+
+
 class BiasEncoding(PositionEncoding):
     """Logits site: an additive attention bias. Subclasses implement :meth:`bias`, shape (nH, N, N) when shared by all
     layers or (depth, nH, N, N) when ``per_layer`` is set. Rows and columns of prefix tokens get zero bias."""
@@ -109,5 +121,14 @@ class BiasEncoding(PositionEncoding):
         bias = pad_prefix(self.bias(grid), self.num_prefix_tokens, dims=(-2, -1))  # (..., nH, P + N, P + N)
         return bias.contiguous()
 
-    def attention_bias(self, state: torch.Tensor, layer: int) -> torch.Tensor:
+    def prepare(self, grid: int | tuple[int, ...]) -> BiasState:
+        bias = super().prepare(grid)  # ((depth,) nH, P + N, P + N); cached where nothing in it is learned
+        dtype = _autocast_dtype(bias.device)
+        if dtype is not None:  # one cast for every layer, where each layer's attention would cast its own slice
+            bias = bias.to(dtype)
+        # split once: the layers' gradients then gather in one stack, where indexing per layer gives each a zero-filled
+        # (depth, ...) copy that autograd then sums (six of each per step on a GPU: launches, for nothing)
+        return bias.unbind(0) if self.per_layer else bias
+
+    def attention_bias(self, state: BiasState, layer: int) -> torch.Tensor:
         return state[layer] if self.per_layer else state

@@ -14,6 +14,8 @@ cpb_tables: cpb's per-layer MLPs run one after another (old) or as batched produ
 ``ContinuousPositionBias.tables``).
 rotary_triton (CUDA only; on a CPU old and new are the same code): RoPE's eager rotation as the complex product (old)
 or as the Triton kernels of vitpe/pe/rotary_triton.py (new).
+bias_state: a learned bias's per-forward state as one (depth, ...) tensor indexed per layer (old) or split once into
+a bias per layer, cast once under autocast (new, ``BiasEncoding.prepare``).
 """
 import importlib.util
 import sys
@@ -22,7 +24,9 @@ from pathlib import Path
 import torch
 
 from vitpe.pe import rotary
+from vitpe.pe.base import PositionEncoding
 from vitpe.pe.cpb import ContinuousPositionBias
+from vitpe.pe.sites import BiasEncoding
 
 spec = importlib.util.spec_from_file_location("ab_bias", Path(__file__).parents[2] / "2026-12-01/ab/ab_bias.py")
 ab_bias = importlib.util.module_from_spec(spec)
@@ -39,12 +43,14 @@ def variants(change):
     """(owner, attribute, {variant: value}): what each variant sets before its step."""
     if change == "cpb_tables":
         return ContinuousPositionBias, "tables", {"old": layer_by_layer_tables, "new": ContinuousPositionBias.tables}
+    if change == "bias_state":
+        return BiasEncoding, "prepare", {"old": PositionEncoding.prepare, "new": BiasEncoding.prepare}
     if change == "rotary_triton":
         return rotary, "_fused_kernels", {"old": lambda qkv: None, "new": rotary._fused_kernels}
-    raise SystemExit(f"unknown change {change!r} (cpb_tables, rotary_triton)")
+    raise SystemExit(f"unknown change {change!r} (cpb_tables, rotary_triton, bias_state)")
 
 
-PES = {"cpb_tables": ["cpb"], "rotary_triton": ["rope_axial", "rope_mixed"]}
+PES = {"cpb_tables": ["cpb"], "rotary_triton": ["rope_axial", "rope_mixed"], "bias_state": ["relbias", "cpb"]}
 
 
 def main():
