@@ -17,11 +17,11 @@ from typing import Callable
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
-#: Operations that allocate, alias or query, without a kernel.
+#: Operations that allocate or query without a kernel, and ``_unsafe_view``, a view aten does not mark as one
+#: (views, ``func.is_view``, are left out already).
 NOT_KERNELS = frozenset({
-    "empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "lift_fresh", "detach", "result_type",
-    "promote_types", "_unsafe_view", "_local_scalar_dense", "is_same_size", "sym_size", "sym_stride", "_conj",
-    "_neg_view", "_has_compatible_shallow_copy_type",
+    "empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "result_type", "promote_types",
+    "_unsafe_view", "_local_scalar_dense", "is_same_size", "sym_size", "sym_stride", "_has_compatible_shallow_copy_type",
 })
 
 

@@ -91,13 +91,18 @@ def fusable(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> bool:
         return False
     if qkv.dtype not in DTYPES or cos.dtype not in DTYPES or sin.dtype not in DTYPES:
         return False
-    return cos.dim() == 2 or cos.shape[0] in (1, qkv.shape[2])
+    return _shared_by_heads(cos) or cos.shape[0] == qkv.shape[2]
 
 
-def _angle_strides(cos: torch.Tensor, sin: torch.Tensor) -> tuple[int, int, int]:
+def _shared_by_heads(angles: torch.Tensor) -> bool:
+    """Whether ``angles`` ((nH or 1,) T, Dh/2) hold one angle for every head."""
+    return angles.dim() == 2 or angles.shape[0] == 1
+
+
+def _angle_strides(cos: torch.Tensor) -> tuple[int, int, int]:
     """(head, token, pair) strides of ``cos`` and ``sin`` (:func:`fusable`: the same); 0 for the heads where the
     angles are shared."""
-    if cos.dim() == 2 or cos.shape[0] == 1:
+    if _shared_by_heads(cos):
         return 0, cos.stride(-2), cos.stride(-1)
     return cos.stride(0), cos.stride(1), cos.stride(2)
 
@@ -126,7 +131,7 @@ def _launch(src: tuple[torch.Tensor, ...], dst: tuple[torch.Tensor, ...], cos: t
         q_src, k_src, v_src[0] if v_src else q_src, q_dst, k_dst, v_dst[0] if v_dst else q_dst, cos, sin,
         x, inputs[1] if inputs is not None else x, angle_grads if angle_grads is not None else cos,
         tokens, heads, half, heads * half,
-        *src[0].stride(), *dst[0].stride(), *_angle_strides(cos, sin), *x.stride(),
+        *src[0].stride(), *dst[0].stride(), *_angle_strides(cos), *x.stride(),
         INVERSE=inverse, COPY_V=bool(v_src), ANGLES=angle_grads is not None,
         PAIRS=triton.next_power_of_2(heads * half), CHANNELS=triton.next_power_of_2(heads * head_dim))
 
@@ -165,7 +170,7 @@ class FusedRotaryQK(torch.autograd.Function):
         if angle_grads is None:
             return grad_qkv, None, None
         per_token = angle_grads.view(2, batch, tokens, heads, head_dim // 2)  # (2, B, T, nH, Dh/2)
-        if cos.dim() == 2 or cos.shape[0] == 1:  # one angle for every head: summed over the heads too
+        if _shared_by_heads(cos):  # one angle for every head: summed over the heads too
             summed = per_token.sum((1, 3))  # (2, T, Dh/2)
         else:
             summed = per_token.sum(1).transpose(1, 2)  # (2, nH, T, Dh/2)

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, ClassVar
 
 import torch
@@ -32,6 +32,20 @@ class AdditiveEncoding(PositionEncoding):
 
     def add_to_tokens(self, x: torch.Tensor, state: torch.Tensor, layer: int) -> torch.Tensor:
         return x + state.to(x.dtype) if layer == 0 else x
+
+
+def _autocast_off(device: torch.device) -> AbstractContextManager:
+    """Autocast turned off on ``device`` inside the block (a device without autocast, such as meta, has none to
+    turn off)."""
+    return torch.autocast(device.type, enabled=False) if torch.amp.is_autocast_available(device.type) else nullcontext()
+
+
+def _autocast_dtype(device: torch.device) -> torch.dtype | None:
+    """The dtype autocast runs the attention in on ``device``, or None where autocast is off."""
+    kind = device.type
+    if torch.amp.is_autocast_available(kind) and torch.is_autocast_enabled(kind):
+        return torch.get_autocast_dtype(kind)
+    return None
 
 
 #: A rotary PE's per-forward state: (cos, sin), each (P + N, Dh/2), or per layer a tuple of ``depth`` (nH, P + N, Dh/2).
@@ -64,8 +78,7 @@ class RotaryEncoding(PositionEncoding):
     def _prepare(self, grid: Grid) -> RotaryState:
         # in float32 whatever autocast says: RoPE-Mixed's angles are products (an einsum) that autocast would round to
         # bfloat16, an error of about 0.1 in cos at a 16 x 16 grid (the RoPE-ViT code disables autocast there too)
-        device = self.device.type
-        with torch.autocast(device, enabled=False) if torch.amp.is_autocast_available(device) else nullcontext():
+        with _autocast_off(self.device):
             phase = pad_prefix(self.phases(grid), self.num_prefix_tokens).float()  # (..., P + N, Dh/2)
         if self.per_layer:  # (depth, nH, P + N, Dh/2) laid out token-major, as q and k are: the rotation's inner loop
             phase = phase.transpose(1, 2).contiguous().transpose(1, 2)  # then runs over all heads of a token (0.7x)
@@ -94,14 +107,6 @@ def gather_relative(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 
 #: A logits-site PE's per-forward state: its bias (nH, P + N, P + N), or per layer a tuple of ``depth`` of them.
 BiasState = torch.Tensor | tuple[torch.Tensor, ...]
-
-
-def _autocast_dtype(device: torch.device) -> torch.dtype | None:
-    """The dtype autocast runs the attention in on ``device``, or None where autocast is off."""
-    kind = device.type
-    if torch.amp.is_autocast_available(kind) and torch.is_autocast_enabled(kind):
-        return torch.get_autocast_dtype(kind)
-    return None
 
 
 class BiasEncoding(PositionEncoding):

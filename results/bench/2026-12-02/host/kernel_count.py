@@ -73,14 +73,13 @@ def count(pe: str, train: bool) -> collections.Counter:
 
 
 def main() -> None:
-    kernels = KERNELS
     original_fused, original_tables = rotary._fused_kernels, ContinuousPositionBias.tables
     variants = {
         "none": ("none", lambda: None),
         "rope_axial complex": ("rope_axial", lambda: None),
-        "rope_axial triton": ("rope_axial", lambda: setattr(rotary, "_fused_kernels", lambda qkv: kernels)),
+        "rope_axial triton": ("rope_axial", lambda: setattr(rotary, "_fused_kernels", lambda qkv: KERNELS)),
         "rope_mixed complex": ("rope_mixed", lambda: None),
-        "rope_mixed triton": ("rope_mixed", lambda: setattr(rotary, "_fused_kernels", lambda qkv: kernels)),
+        "rope_mixed triton": ("rope_mixed", lambda: setattr(rotary, "_fused_kernels", lambda qkv: KERNELS)),
         "cpb layer by layer": ("cpb", lambda: setattr(ContinuousPositionBias, "tables", lambda self, coords:
                                                       torch.stack([mlp(coords) for mlp in self.mlps]))),
         "cpb batched": ("cpb", lambda: None),
