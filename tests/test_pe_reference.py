@@ -297,3 +297,10 @@ def test_under_autocast_the_bias_is_cast_once_for_every_layer(name):
         assert bias.dtype == torch.bfloat16
         assert torch.equal(bias, pe.attention_bias(want, layer).to(torch.bfloat16))  # what the attention cast
     assert pe.attention_bias(pe.prepare((4, 4)), 0).dtype == torch.float32  # a cached state stays float32
+
+
+def test_a_fixed_bias_is_cast_for_autocast_once_not_every_forward():
+    pe = build("alibi", (4, 4), depth=2)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        first, second = pe.prepare((4, 4)), pe.prepare((4, 4))
+    assert first.dtype == torch.bfloat16 and first is second

@@ -124,9 +124,7 @@ class PositionEncoding(nn.Module):
     def prepare(self, grid: int | tuple[int, ...]) -> Any:
         """Everything that depends only on ``grid``; call once per forward and pass the result to the hooks."""
         grid = self.check_grid(grid)
-        if any(True for _ in self.parameters()):
-            return self._prepare(grid)
-        return self.cached(("state", grid, self.resize), lambda: self._prepare(grid))
+        return self.cached_if_fixed(("state", grid, self.resize), lambda: self._prepare(grid))
 
     def _prepare(self, grid: Grid) -> Any:
         return None
@@ -163,6 +161,13 @@ class PositionEncoding(nn.Module):
             with torch.inference_mode(False), torch.no_grad():
                 self._cache[key] = build()
         return self._cache[key]
+
+    def cached_if_fixed(self, key: Any, build: Callable[[], Any]) -> Any:
+        """:meth:`cached` for a PE without parameters; built anew on every call where it learns something (what
+        depends on a parameter changes with every optimiser step, and needs its gradient)."""
+        if any(True for _ in self.parameters()):
+            return build()
+        return self.cached(key, build)
 
     def _apply(self, fn: Callable, *args: Any, **kwargs: Any) -> "PositionEncoding":
         self._cache.clear()  # cached tables must follow .to(device) / .half(): rebuild them lazily
