@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from vitpe.engine.arg_types import non_negative_int, positive_int
 from vitpe.engine.checkpoint import build_from_checkpoint
 from vitpe.engine.cli import run_cli
 from vitpe.engine.cpu_malloc import keep_freed_memory
@@ -50,10 +51,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ema", action="store_true", help="evaluate the EMA weights when the run has them")
     parser.add_argument("--data-root", help="where the test data lives (default: the run's data.root / VITPE_DATA)")
     parser.add_argument("--data", help="for timm: models, the test images: imagefolder:DIR (DIR/<class>/<image>)")
-    parser.add_argument("--workers", type=int, default=2, help="image-decoding processes for --data")
-    parser.add_argument("--limit", type=int, default=0,
-                        help="evaluate on the first N test images only (with --data: N spread over the folder)")
-    parser.add_argument("--batch-size", type=int, default=500,
+    parser.add_argument("--workers", type=non_negative_int, default=2,
+                        help="image-decoding processes for --data (0: decode in this process)")
+    parser.add_argument("--limit", type=non_negative_int, default=0,
+                        help="evaluate on the first N test images only (with --data: N spread over the folder; "
+                             "0: all)")
+    parser.add_argument("--batch-size", type=positive_int, default=500,
                         help="most images per batch (fewer at large resolutions: about 8k tokens per batch)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--plot-pe", action="store_true", help="also draw each run's PE (PNG files in --out)")
@@ -63,7 +66,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    return run_cli(lambda: sweep(args), debug=args.debug or bool(os.environ.get("VITPE_DEBUG")))
+    return run_cli(lambda: sweep(args), debug=args.debug or bool(os.environ.get("VITPE_DEBUG")),
+                   interrupted=f"the runs evaluated whole are kept in {Path(args.out) / 'runs'}; the same command "
+                               f"continues from them")
 
 
 def sweep(args: argparse.Namespace) -> None:

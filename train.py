@@ -81,7 +81,9 @@ def main(argv: list[str] | None = None) -> int:
         with StopRequests() as stops:
             run(args, stops)
 
-    return run_cli(body, debug=args.debug or bool(os.environ.get("VITPE_DEBUG")))
+    return run_cli(body, debug=args.debug or bool(os.environ.get("VITPE_DEBUG")),
+                   interrupted="stopped at once, without a new checkpoint; the last checkpoint is intact (--resume "
+                               "continues from it)")
 
 
 def lock_run_folder(out_dir: Path, dist_info: DistInfo, device: torch.device) -> RunLock | None:

@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from vitpe.config import group_key
+from vitpe.engine.arg_types import non_negative_int
 
 
 BASELINE = "timm plain loop"
@@ -41,6 +42,9 @@ def label_of(config: dict, dotted: str) -> str:
         return config["baseline"]
     node = config
     for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise KeyError(f"--label {dotted}: a run's config has no {part!r} there (keys such as model.pe, "
+                           f"train.seed)")
         node = node[part]
     return node
 
@@ -49,10 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--label", default="model.pe", help="dotted config key naming a row (default model.pe)")
-    parser.add_argument("--best", type=int, default=0, help="print the labels of the N best groups only")
+    parser.add_argument("--best", type=non_negative_int, default=0, help="print the labels of the N best groups only")
     args = parser.parse_args(argv)
     groups: dict[str, list] = defaultdict(list)
     for run in args.runs:
+        if not run.is_dir():
+            print(f"skipping {run}: no such run folder", file=sys.stderr)
+            continue
         if not (run / "metrics.jsonl").is_file() or not (run / "metrics.jsonl").read_text().strip():
             print(f"skipping {run}: no finished epoch yet", file=sys.stderr)
             continue
@@ -62,10 +69,15 @@ def main(argv: list[str] | None = None) -> int:
             continue
         groups[config["baseline"] if "baseline" in config else group_key(config)].append((run, config, last))
     rows = []
-    for members in groups.values():
+    try:
+        labels = [label_of(members[0][1], args.label) for members in groups.values()]
+    except KeyError as err:
+        print(f"error: {err.args[0]}", file=sys.stderr)
+        return 2
+    for label, members in zip(labels, groups.values()):
         accs = [100 * m[2]["test_acc"] for m in members]
         minutes = [m[2]["elapsed_s"] / 60 for m in members]
-        rows.append({"label": label_of(members[0][1], args.label), "seeds": len(members),
+        rows.append({"label": label, "seeds": len(members),
                      "epochs": members[0][2]["epoch"], "mean": statistics.fmean(accs),
                      "std": statistics.stdev(accs) if len(accs) > 1 else None, "minutes": statistics.fmean(minutes),
                      "minutes_std": statistics.stdev(minutes) if len(minutes) > 1 else None})

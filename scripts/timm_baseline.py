@@ -30,6 +30,7 @@ from timm.scheduler import CosineLRScheduler
 
 from vitpe.data import DataError, channel_stats, load_cifar
 from vitpe.data.loader import random_crop, random_hflip
+from vitpe.engine.arg_types import non_negative_int, positive_int
 from vitpe.engine.checkpoint import save_atomic, write_text_atomic
 from vitpe.engine.metrics_file import append_record, read_records, save_records
 
@@ -46,10 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--data-root", default=os.environ.get("VITPE_DATA", "./data"))
-    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--epochs", type=positive_int, default=10)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--train-limit", type=int, default=0, help="use the first N training images (0 = all)")
-    parser.add_argument("--test-limit", type=int, default=0)
+    parser.add_argument("--train-limit", type=non_negative_int, default=0, help="use the first N training images (0 = all)")
+    parser.add_argument("--test-limit", type=non_negative_int, default=0, help="(0 = all)")
     parser.add_argument("--resume", action="store_true", help="continue the baseline in --out from its checkpoint")
     args = parser.parse_args(argv)
     checkpoint_path, metrics_path = args.out / "checkpoint.pt", args.out / "metrics.jsonl"

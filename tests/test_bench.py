@@ -106,11 +106,51 @@ def test_a_target_is_settled_only_where_its_interval_excludes_the_limit(capsys):
         "3 of 4 checks met. 1 within the noise (the interval holds the limit): run more rounds to settle them.")
 
 
-def test_bad_arguments_are_clear_errors(tmp_path, capsys):
-    assert bench.main(["--quick", "--out", str(tmp_path), "--pes", "rope_3d"]) == 2
-    assert "rope_3d" in capsys.readouterr().err
-    assert bench.main(["--quick", "--out", str(tmp_path), "--dim", "30", "--heads", "4"]) == 2
-    assert "not divisible" in capsys.readouterr().err
+def exit_code(argv: list[str]) -> int:
+    """The exit code of ``python -m vitpe.bench ARGV``: main's, or argparse's for a flag it refuses."""
+    try:
+        return bench.main(argv)
+    except SystemExit as stop:
+        return stop.code
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--pes", "rope_3d"], "rope_3d"),
+    (["--pes", "t5bias"], "t5bias works on 1D sequences only"),
+    (["--dim", "30", "--heads", "4"], "not divisible"),
+    (["--sizes", "30"], "30 px is not a multiple of the patch size 4 (e.g. 28)"),
+    (["--sizes", "0"], "argument --sizes: must be whole numbers >= 1"),
+    (["--sizes", "32,abc"], "argument --sizes"),
+    (["--repeats", "0"], "argument --repeats: must be a whole number >= 1, not '0'"),
+    (["--steps", "-1"], "argument --steps"),
+    (["--batch", "0"], "argument --batch"),
+    (["--dim", "0"], "argument --dim"),
+    (["--mlp-ratio", "nan"], "argument --mlp-ratio: must be a finite number > 0"),
+    (["--threads", "0"], "argument --threads"),
+])
+def test_bad_arguments_are_one_line_errors_before_any_timing(tmp_path, capsys, monkeypatch, args, says):
+    monkeypatch.setattr(bench, "bench_vit", lambda *a: pytest.fail("timed despite a bad argument"))
+    assert exit_code(["--quick", "--out", str(tmp_path / "out"), *args]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err
+    assert not (tmp_path / "out" / "bench.json").exists()
+
+
+def test_an_output_folder_it_cannot_write_fails_before_the_timing(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(bench, "bench_vit", lambda *a: pytest.fail("timed, then could not write"))
+    (tmp_path / "a_file").write_text("")
+    assert bench.main(["--quick", "--out", str(tmp_path / "a_file" / "out")]) == 2
+    assert "cannot write there" in capsys.readouterr().err
+
+
+def test_an_interrupted_benchmark_says_so_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench, "bench_vit", interrupted)
+    assert bench.main(["--quick", "--out", str(tmp_path), "--no-text", "--no-data"]) == 130
+    assert "interrupted: nothing was written" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_mean_pooling_benchmarks_both_models_with_the_recipes_head(tmp_path):
@@ -138,7 +178,6 @@ def test_the_recipe_preset_and_threads_reach_the_run(tmp_path):
     # the preset's head and MLP ratio; --dim overrides its width, --quick its other sizes
     assert result["config"]["pool"] == "mean" and result["config"]["mlp_ratio"] == 2.0
     assert result["config"]["dim"] == 32 and result["machine"]["cpu_threads"] == 1
-    assert bench.main(["--quick", "--out", str(out), "--threads", "0"]) == 2
 
 
 def test_one_target_table_over_several_runs(tmp_path, capsys):

@@ -38,6 +38,34 @@ def test_value_checks():
         config_from_dict({}, ["model.img_size=18"])
 
 
+@pytest.mark.parametrize("override, key", [
+    # each once ran: a traceback deep in the run (patch 0, drop_path 1.5, label smoothing 2, eval batch 0,
+    # threads -1, data.img_size 0), or a run of something else in silence (mlp_ratio 0: no MLP; min_lr above lr: a
+    # rising "decay"; negative warmup, weight decay, clipping, padding, mixup, checkpoint interval)
+    ("model.patch_size=0", "model.dim/depth/heads/patch_size"),
+    ("model.mlp_ratio=0", "model.mlp_ratio"),
+    ("model.drop_path=1.5", "model.drop_path/drop_rate"),
+    ("model.norm_eps=0", "model.norm_eps"),
+    ("train.min_lr=0.01", "train.min_lr"),
+    ("train.weight_decay=-1", "train.weight_decay"),
+    ("train.warmup_epochs=-1", "train.warmup_epochs"),
+    ("train.label_smoothing=2", "train.label_smoothing"),
+    ("train.grad_clip=-1", "train.grad_clip"),
+    ("train.eval_batch_size=0", "train.eval_batch_size"),
+    ("train.checkpoint_every=-1", "train.checkpoint_every"),
+    ("train.threads=-1", "train.threads"),
+    ("data.img_size=0", "data.img_size"),
+    ("data.val_split=-1", "data.val_split"),
+    ("data.crop_padding=-1", "data.crop_padding"),
+    ("data.mixup=-1", "data.mixup/cutmix"),
+    ("data.synthetic_size=0", "data.synthetic_size"),
+    ("data.vocab_min_freq=0", "data.vocab_min_freq/vocab_max_size"),
+])
+def test_values_out_of_range_are_named_before_the_run(override, key):
+    with pytest.raises(ConfigError, match=f"^{key} must be "):
+        config_from_dict({}, [override])
+
+
 def test_image_size_schedule_checks():
     ok = config_from_dict({}, ["train.img_sizes=[16,24,32]", "train.img_size_epochs=[3,3,4]", "train.epochs=10"])
     assert ok.train.img_size_epochs == [3, 3, 4]

@@ -3,7 +3,7 @@ import torch
 
 from vitpe.config import config_from_dict
 from vitpe.engine.build import build_model, build_optimizer, build_scheduler
-from vitpe.engine.checkpoint import CheckpointError, load_checkpoint, save_atomic
+from vitpe.engine.checkpoint import CheckpointError, load_checkpoint, save_atomic, write_text_atomic
 
 
 @pytest.mark.parametrize("pe,table", [("rope_mixed", "pe.freqs"), ("relbias", "pe.relative_bias_table"),
@@ -44,6 +44,20 @@ def test_atomic_save_never_leaves_a_partial_file(tmp_path):
         save_atomic({"config": {}, "model": Unpicklable()}, path)
     assert torch.equal(load_checkpoint(path)["model"]["w"], torch.ones(2))  # the old file is intact
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]  # no temporary left behind
+
+
+def test_atomic_files_get_the_permissions_of_any_new_file(tmp_path):
+    import os
+    import stat
+
+    before = os.umask(0o027)  # a group that shares runs: group may read, others nothing
+    try:
+        save_atomic({"w": torch.ones(1)}, tmp_path / "ckpt.pt")
+        write_text_atomic("{}", tmp_path / "record.json")
+    finally:
+        os.umask(before)
+    for name in ("ckpt.pt", "record.json"):  # mkstemp's 0600 would lock the group out
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o640
 
 
 def test_checkpoints_that_would_run_code_are_refused(tmp_path):

@@ -111,6 +111,19 @@ def test_bad_arguments_are_clear_errors(runs, tmp_path, capsys):
     assert "pe_resize mode" in capsys.readouterr().err
     assert eval_cli.main([str(tmp_path / "nothing"), "--out", str(tmp_path)]) == 2
     assert "no checkpoint found" in capsys.readouterr().err
+    for flag, value in (("--batch-size", "0"), ("--limit", "-3"), ("--workers", "-1")):  # once silently 1, all, 0
+        with pytest.raises(SystemExit) as stop:
+            eval_cli.main([str(runs / "rope-s0"), flag, value, "--out", str(tmp_path)])
+        assert stop.value.code == 2 and f"argument {flag}: must be a whole number" in capsys.readouterr().err
+
+
+def test_an_interrupted_sweep_says_what_it_kept(runs, tmp_path, capsys, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(eval_cli, "cached_evaluate_run", interrupted)
+    assert eval_cli.main([str(runs / "rope-s0"), "--out", str(tmp_path), "--resolutions", "32"]) == 130
+    assert "the same command continues from them" in capsys.readouterr().err
 
 
 def test_resolution_parsing():

@@ -52,7 +52,7 @@ def test_a_run_starts_from_converted_weights(weights, tmp_path, capsys):
 def test_retrofit_a_rotation_onto_an_absolute_pe_model(weights, tmp_path, capsys):
     out = tmp_path / "rope"
     assert train.main(["--config", FINETUNE, f"out_dir={out}", f"model.init={spec(weights)}", "model.pe=rope_mixed",
-                       "train.lr=1e-12", *SYNTHETIC]) == 0
+                       "train.lr=1e-12", "train.min_lr=0", *SYNTHETIC]) == 0
     assert "replaced by rope_mixed" in capsys.readouterr().out
     model, _ = model_from_checkpoint(out / "checkpoint.pt")
     source = timm.create_model("vit_tiny_patch16_224", pretrained=True, pretrained_cfg_overlay={"file": str(weights)})

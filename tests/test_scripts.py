@@ -63,6 +63,16 @@ def test_summarise_groups_seeds_and_picks_the_best(tmp_path):
     assert "alibi" not in table and "unfinished (epoch 3 of 5)" in err.getvalue()
 
 
+def test_summarise_names_what_it_cannot_use(tmp_path):
+    run = fake_run(tmp_path / "a0", "rope_mixed", 0, 0.70)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert "rope_mixed" in summarise(str(run), str(tmp_path / "not_started"))
+        assert script_main("summarise", str(run), "--label", "model.depth")[0] == 2
+    assert "skipping " + str(tmp_path / "not_started") + ": no such run folder" in err.getvalue()
+    assert "--label model.depth: a run's config has no 'depth' there" in err.getvalue()
+
+
 def test_compare_script_trains_picks_and_evaluates(tmp_path):
     # PATH without any `python`, as in a venv that is not activated: the script must run the interpreter it is given
     env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "CONFIG": "configs/smoke.yaml",

@@ -16,10 +16,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import platform
 import random
 import statistics
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -32,6 +34,9 @@ import vitpe.pe
 from vitpe.bench_kernels import kernels_per_step
 from vitpe.bench_stats import CONFIDENCE, paired_speed_ratio
 from vitpe.bench_targets import NOISE_REFERENCE, check_targets, summary, targets_markdown
+from vitpe.engine.arg_types import positive_float, positive_int, positive_int_list
+from vitpe.engine.checkpoint import write_text_atomic
+from vitpe.engine.cli import run_cli
 from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.models import TextClassifier, ViT
 
@@ -346,14 +351,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--preset", choices=tuple(PRESETS), default="default",
                         help="model shape: the default dims (dim 192, 3 heads, MLP ratio 4, class token) or the CPU "
                              "recipe's (dim 128, 4 heads, MLP ratio 2, mean pooling); the flags below override it")
-    parser.add_argument("--threads", type=int, help="CPU threads for the timed steps (default: torch's; 1 with "
+    parser.add_argument("--threads", type=positive_int, help="CPU threads for the timed steps (default: torch's; 1 with "
                                                     "taskset pinning is the steadiest on a shared machine)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--pes", help="2D PEs to time, comma-separated (default: every registered 2D PE)")
-    parser.add_argument("--sizes", help="image sizes, comma-separated (default 32,64)")
+    parser.add_argument("--sizes", type=positive_int_list,
+                        help=f"image sizes, comma-separated, each a multiple of the patch size "
+                             f"{BenchConfig.patch_size} (default 32,64)")
     for name in ("dim", "depth", "heads", "batch", "repeats", "steps"):
-        parser.add_argument(f"--{name}", type=int)
-    parser.add_argument("--mlp-ratio", type=float)
+        parser.add_argument(f"--{name}", type=positive_int)
+    parser.add_argument("--mlp-ratio", type=positive_float)
     parser.add_argument("--compile", action="store_true", help="torch.compile every model")
     parser.add_argument("--pool", choices=("cls", "mean"),
                         help="class token (default) or average pooling without one, the LayerNorm after the pool "
@@ -361,42 +368,60 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-text", action="store_true")
     parser.add_argument("--no-data", action="store_true")
     parser.add_argument("--data-root", help="CIFAR-10 for the data-pipeline figure (default $VITPE_DATA; else synthetic)")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error (also VITPE_DEBUG=1)")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    import os
+    args = parse_args(argv)
+    return run_cli(lambda: run(args), debug=args.debug or bool(os.environ.get("VITPE_DEBUG")),
+                   interrupted=f"nothing was written to {args.out} (a benchmark's figures come from one whole run "
+                               f"of interleaved rounds); run it again")
 
+
+def checked_output_folder(out: Path) -> Path:
+    """``out``, created and proved writable before any timing: a benchmark that cannot write its results fails in
+    its first second, not after its last round."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as err:
+        raise ValueError(f"--out {out}: cannot write there ({err.strerror or err}); choose another folder") from None
+    return out
+
+
+def run(args: argparse.Namespace) -> None:
+    """The benchmark of ``args``: check every argument, time, then write ``bench.json`` and ``bench.md`` whole."""
     import timm
 
-    args = parse_args(argv)
     cfg = BenchConfig(**{**PRESETS[args.preset], **(QUICK if args.quick else {})})
     for name in ("dim", "depth", "heads", "batch", "repeats", "steps", "mlp_ratio", "pool"):
         if getattr(args, name) is not None:
             setattr(cfg, name, getattr(args, name))
-    try:
-        if args.threads is not None:
-            if args.threads < 1:
-                raise ValueError(f"--threads must be at least 1, not {args.threads}")
-            torch.set_num_threads(args.threads)
-        if args.sizes:
-            cfg.img_sizes = tuple(int(s) for s in args.sizes.split(","))
-        pes = args.pes.split(",") if args.pes else [n for n in vitpe.pe.available()
-                                                    if 2 in vitpe.pe.get(n).grid_dims]
-        for pe in pes:
-            vitpe.pe.get(pe)
-        if "none" not in pes:
-            pes = ["none", *pes]
-        cfg.device, cfg.compile = args.device, args.compile
-        device = torch.device(args.device)
-        if device.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError("--device cuda but no CUDA device is available")
-        if cfg.dim % cfg.heads:
-            raise ValueError(f"--dim {cfg.dim} is not divisible by --heads {cfg.heads}")
-        malloc_tuned = keep_freed_memory(device)  # as train.py and eval.py do
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    if args.sizes:
+        cfg.img_sizes = args.sizes
+    for size in cfg.img_sizes:
+        if size % cfg.patch_size:
+            raise ValueError(f"--sizes: {size} px is not a multiple of the patch size {cfg.patch_size} (e.g. "
+                             f"{size // cfg.patch_size * cfg.patch_size or cfg.patch_size})")
+    pes = args.pes.split(",") if args.pes else [n for n in vitpe.pe.available() if 2 in vitpe.pe.get(n).grid_dims]
+    for pe in pes:
+        if 2 not in vitpe.pe.get(pe).grid_dims:  # get: an unknown name is a clear error of its own
+            raise ValueError(f"--pes: {pe} works on 1D sequences only; the benchmark times 2D PEs on images (the "
+                             f"text classifier's 1D PEs are timed unless --no-text)")
+    if "none" not in pes:
+        pes = ["none", *pes]
+    cfg.device, cfg.compile = args.device, args.compile
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda but no CUDA device is available")
+    if cfg.dim % cfg.heads:
+        raise ValueError(f"--dim {cfg.dim} is not divisible by --heads {cfg.heads}")
+    out = checked_output_folder(Path(args.out))
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    malloc_tuned = keep_freed_memory(device)  # as train.py and eval.py do
 
     def log(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
@@ -414,12 +439,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_text:
             result["text_rows"] = bench_text(cfg, device, log)
     result["targets"] = check_targets(result)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bench.json").write_text(json.dumps(result, indent=1) + "\n")
-    (out / "bench.md").write_text(markdown(result))
+    write_text_atomic(json.dumps(result, indent=1) + "\n", out / "bench.json")
+    write_text_atomic(markdown(result), out / "bench.md")
     print(markdown(result))
-    return 0
 
 
 if __name__ == "__main__":

@@ -290,7 +290,28 @@ def validate(config: Config) -> None:
     ]
     d = config.data
     m = config.model
-    checks += [
+    t = config.train
+    checks += [  # ranges: a value outside them fails deep in a run, or worse, trains something else in silence
+        (min(m.dim, m.depth, m.heads, m.patch_size) >= 1, "model.dim/depth/heads/patch_size", ">= 1"),
+        (m.mlp_ratio > 0 and int(m.dim * m.mlp_ratio) >= 1, "model.mlp_ratio",
+         f"> 0, with a hidden width int(model.dim * model.mlp_ratio) of at least 1 (dim {m.dim})"),
+        (0 <= m.drop_path < 1 and 0 <= m.drop_rate < 1, "model.drop_path/drop_rate", "in [0, 1)"),
+        (m.norm_eps > 0, "model.norm_eps", "> 0"),
+        (0 <= t.min_lr <= t.lr, "train.min_lr", f"in [0, train.lr] (train.lr is {t.lr:g})"),
+        (t.weight_decay >= 0, "train.weight_decay", ">= 0"),
+        (t.warmup_epochs >= 0, "train.warmup_epochs", ">= 0"),
+        (0 <= t.label_smoothing < 1, "train.label_smoothing", "in [0, 1)"),
+        (t.grad_clip >= 0, "train.grad_clip", ">= 0 (0: no clipping)"),
+        (t.eval_batch_size >= 1, "train.eval_batch_size", ">= 1"),
+        (t.checkpoint_every >= 0, "train.checkpoint_every", ">= 0 (0: once per epoch)"),
+        (t.threads >= 0, "train.threads", ">= 0 (0: torch's default)"),
+        (d.img_size >= 1, "data.img_size", ">= 1"),
+        (d.val_split >= 0, "data.val_split", ">= 0"),
+        (d.crop_padding >= 0, "data.crop_padding", ">= 0"),
+        (d.mixup >= 0 and d.cutmix >= 0, "data.mixup/cutmix", ">= 0 (0: off)"),
+        (d.synthetic_size >= 1, "data.synthetic_size", ">= 1"),
+        (d.vocab_min_freq >= 1 and d.vocab_max_size >= 0, "data.vocab_min_freq/vocab_max_size",
+         ">= 1 and >= 0 (0: no cap)"),
         (m.reg_tokens >= 0, "model.reg_tokens", ">= 0"),
         (m.layer_scale_init is None or m.layer_scale_init > 0, "model.layer_scale_init", "positive, or null (off)"),
         (not m.fc_norm or m.pool == "mean", "model.fc_norm", "false unless model.pool is mean"),
@@ -313,7 +334,7 @@ def validate(config: Config) -> None:
             raise ConfigError(f"{key} must be {what}")
     if config.task == "text":
         return
-    t, patch = config.train, config.model.patch_size
+    patch = config.model.patch_size
     sizes = [("train.img_sizes", s) for s in t.img_sizes] + [("model.img_size", config.model.img_size)] * bool(
         config.model.img_size)  # model.img_size 0 means "derived"
     for key, size in sizes:

@@ -6,7 +6,7 @@ code  meaning
 0     done
 2     an error in the input (config, data, checkpoint, file system): the line says what and what to do
 75    preempted (SIGTERM / SIGINT): a checkpoint was written at the last step; ``--resume`` continues exactly
-130   a second Ctrl-C: stopped at once; the last checkpoint is intact
+130   interrupted (train.py: a second Ctrl-C): stopped at once; the line says what was kept and how to go on
 1     an unexpected error (a bug): rerun with ``--debug`` for the traceback
 ====  ===============================================================================
 """
@@ -40,8 +40,9 @@ def describe_os_error(err: OSError) -> str:
     return f"{err.strerror or err}{where}"
 
 
-def run_cli(body: Callable[[], None], debug: bool) -> int:
-    """Run ``body`` and turn its outcome into an exit code, printing one line for anything but success."""
+def run_cli(body: Callable[[], None], debug: bool, interrupted: str) -> int:
+    """Run ``body`` and turn its outcome into an exit code, printing one line for anything but success;
+    ``interrupted`` is that line for Ctrl-C: what the command kept, and how to go on."""
     try:
         body()
     except Preempted as stop:
@@ -50,8 +51,7 @@ def run_cli(body: Callable[[], None], debug: bool) -> int:
     except KeyboardInterrupt:
         if debug:
             raise
-        print("interrupted: stopped at once, without a new checkpoint; the last checkpoint is intact (--resume "
-              "continues from it)", file=sys.stderr)
+        print(f"interrupted: {interrupted}", file=sys.stderr)
         return 130
     except (*INPUT_ERRORS, OSError) as err:
         if debug:
