@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-root", default=os.environ.get("VITPE_DATA", "./data"))
     parser.add_argument("--epochs", type=positive_int, default=10)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--train-limit", type=non_negative_int, default=0, help="use the first N training images (0 = all)")
+    parser.add_argument("--train-limit", type=non_negative_int, default=0,
+                        help="use the first N training images (0 = all)")
     parser.add_argument("--test-limit", type=non_negative_int, default=0, help="(0 = all)")
     parser.add_argument("--resume", action="store_true", help="continue the baseline in --out from its checkpoint")
     args = parser.parse_args(argv)

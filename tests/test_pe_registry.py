@@ -28,6 +28,19 @@ def test_unknown_option_is_named_not_dropped():
         vitpe.pe.build("alibi", dim=DIM, heads=HEADS, depth=DEPTH, grid=(4, 4), hidden=3)
 
 
+@pytest.mark.parametrize("name, option, value, says", [
+    ("rope_axial", "theta", -1, "rope_axial: theta must be a positive number, got -1"),  # once: at the first forward
+    ("rope_mixed", "theta", "ten", "rope_mixed: theta must be a positive number, got 'ten'"),
+    ("sincos", "base", float("inf"), "sincos: base must be a positive number"),
+    ("learnable", "init_std", -0.02, "learnable: init_std must be >= 0"),  # once: a table of std 0.02, silently
+    ("separable", "init_std", -1, "separable: init_std must be >= 0"),
+    ("relbias", "init_std", float("nan"), "relbias: init_std must be >= 0"),
+])
+def test_an_option_out_of_range_is_refused_when_the_pe_is_built(name, option, value, says):
+    with pytest.raises(ValueError, match=f"^{says}"):
+        vitpe.pe.build(name, dim=DIM, heads=HEADS, depth=DEPTH, grid=(4, 4), **{option: value})
+
+
 def test_missing_model_arguments_are_named():
     with pytest.raises(ValueError, match="needs \\['grid'\\]"):
         vitpe.pe.build("sincos", dim=DIM, heads=HEADS, depth=DEPTH)

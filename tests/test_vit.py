@@ -59,6 +59,8 @@ def test_image_size_not_divisible_by_patch_is_a_clear_error():
         vitpe.ViT(img_size=30, patch_size=4)
     with pytest.raises(ValueError, match="input channels"):
         small_vit()(torch.randn(1, 1, 16, 16))
+    with pytest.raises(ValueError, match="expected floating-point images .*got torch.uint8"):
+        small_vit()(torch.zeros(1, 3, 16, 16, dtype=torch.uint8))
 
 
 def test_unknown_pe_names_and_options_are_errors():

@@ -351,8 +351,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--preset", choices=tuple(PRESETS), default="default",
                         help="model shape: the default dims (dim 192, 3 heads, MLP ratio 4, class token) or the CPU "
                              "recipe's (dim 128, 4 heads, MLP ratio 2, mean pooling); the flags below override it")
-    parser.add_argument("--threads", type=positive_int, help="CPU threads for the timed steps (default: torch's; 1 with "
-                                                    "taskset pinning is the steadiest on a shared machine)")
+    parser.add_argument("--threads", type=positive_int,
+                        help="CPU threads for the timed steps (default: torch's; 1 with taskset pinning is the "
+                             "steadiest on a shared machine)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--pes", help="2D PEs to time, comma-separated (default: every registered 2D PE)")
     parser.add_argument("--sizes", type=positive_int_list,

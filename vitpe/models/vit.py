@@ -116,6 +116,9 @@ class ViT(PETrunk):
             raise ValueError(f"expected images of shape (B, C, H, W), got a tensor of shape {tuple(x.shape)}")
         if x.shape[1] != self.in_chans:
             raise ValueError(f"expected {self.in_chans} input channels, got images of shape {tuple(x.shape)}")
+        if not x.is_floating_point():
+            raise ValueError(f"expected floating-point images (normalised, e.g. float32), got {x.dtype}: convert "
+                             f"them first, as the data loaders do")
         grid = self.patch_grid((x.shape[-2], x.shape[-1]))
         x = self.patch_embed(x).flatten(1, 2)  # (B, gh, gw, D) -> (B, N, D)
         prefix = [t.expand(x.shape[0], -1, -1) for t in (self.cls_token, self.reg_token) if t is not None]

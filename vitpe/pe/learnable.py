@@ -29,6 +29,8 @@ class LearnableEncoding(AdditiveEncoding):
 
     def __init__(self, init_std: float = 0.02, **common: Any) -> None:
         super().__init__(**common)
+        if not init_std >= 0:
+            raise ValueError(f"{self.name}: init_std must be >= 0, got {init_std}")
         self.pos_embed = nn.Parameter(torch.empty(math.prod(self.grid), self.dim))  # (N_ref, D)
         nn.init.trunc_normal_(self.pos_embed, std=init_std)
 

@@ -56,6 +56,8 @@ class RelativePositionBias(BiasEncoding):
         super().__init__(**common)
         if not scale > 0:
             raise ValueError(f"relbias: scale must be positive, got {scale}")
+        if not init_std >= 0:
+            raise ValueError(f"relbias: init_std must be >= 0, got {init_std}")
         if class_bias and self.num_prefix_tokens != 1:
             raise ValueError(f"relbias: class_bias needs exactly one prefix token (the class token), the model has "
                              f"{self.num_prefix_tokens}")

@@ -31,6 +31,8 @@ class SeparableEncoding(AdditiveEncoding):
 
     def __init__(self, init_std: float = 0.02, **common: Any) -> None:
         super().__init__(**common)
+        if not init_std >= 0:
+            raise ValueError(f"{self.name}: init_std must be >= 0, got {init_std}")
         self.row_embed = nn.Parameter(torch.empty(self.grid[0], self.dim))  # (gh, D)
         self.col_embed = nn.Parameter(torch.empty(self.grid[1], self.dim))  # (gw, D)
         for table in (self.row_embed, self.col_embed):
