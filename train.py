@@ -27,6 +27,7 @@ import torch
 from timm.data import Mixup
 from timm.utils import ModelEmaV3
 
+from vitpe.atomic_files import write_text_atomic
 from vitpe.config import ConfigError, config_from_dict, dump_config, given_keys, load_config, to_dict, validate
 from vitpe.data.text import Vocabulary
 from vitpe.engine.build import build_model, build_optimizer, build_scheduler
@@ -189,7 +190,7 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
         if vocab is not None:
             Vocabulary(vocab).save(out_dir / "vocab.json")
         if data.stats:
-            (out_dir / "data_stats.json").write_text(json.dumps(data.stats, indent=1) + "\n")
+            write_text_atomic(json.dumps(data.stats, indent=1) + "\n", out_dir / "data_stats.json")
         kept = [r for r in read_records(metrics_path) if r["epoch"] <= state.epoch] if ckpt is not None else []
         save_records(kept, metrics_path)  # drop records past the checkpoint (and a line a crash cut short)
 

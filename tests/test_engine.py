@@ -3,7 +3,8 @@ import torch
 
 from vitpe.config import config_from_dict
 from vitpe.engine.build import build_model, build_optimizer, build_scheduler
-from vitpe.engine.checkpoint import CheckpointError, load_checkpoint, save_atomic, write_text_atomic
+from vitpe.atomic_files import save_figure_atomic, write_text_atomic
+from vitpe.engine.checkpoint import CheckpointError, load_checkpoint, save_atomic
 
 
 @pytest.mark.parametrize("pe,table", [("rope_mixed", "pe.freqs"), ("relbias", "pe.relative_bias_table"),
@@ -58,6 +59,24 @@ def test_atomic_files_get_the_permissions_of_any_new_file(tmp_path):
         os.umask(before)
     for name in ("ckpt.pt", "record.json"):  # mkstemp's 0600 would lock the group out
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o640
+
+
+def test_a_figure_is_written_whole_or_not_at_all(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = tmp_path / "resolution.png"
+    save_figure_atomic(plt.figure(), path)
+    before = path.read_bytes()
+    assert before.startswith(b"\x89PNG")
+    fig = plt.figure()
+    fig.savefig = lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt)  # interrupted while rendering
+    with pytest.raises(KeyboardInterrupt):
+        save_figure_atomic(fig, path)
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["resolution.png"]
+    assert plt.get_fignums() == []  # closed either way
 
 
 def test_checkpoints_that_would_run_code_are_refused(tmp_path):

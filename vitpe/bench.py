@@ -31,11 +31,11 @@ import torch
 import torch.nn.functional as F
 
 import vitpe.pe
+from vitpe.atomic_files import write_text_atomic
 from vitpe.bench_kernels import kernels_per_step
 from vitpe.bench_stats import CONFIDENCE, paired_speed_ratio
 from vitpe.bench_targets import NOISE_REFERENCE, check_targets, summary, targets_markdown
 from vitpe.engine.arg_types import positive_float, positive_int, positive_int_list
-from vitpe.engine.checkpoint import write_text_atomic
 from vitpe.engine.cli import run_cli
 from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.models import TextClassifier, ViT

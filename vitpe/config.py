@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from vitpe.engine.checkpoint import write_text_atomic
+from vitpe.atomic_files import write_text_atomic
 
 
 class ConfigError(ValueError):

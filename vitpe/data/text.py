@@ -17,6 +17,7 @@ from typing import Iterable, Sequence
 
 import torch
 
+from vitpe.atomic_files import write_text_atomic
 from vitpe.data.datasets import DataError
 
 PAD, UNK, CLS = "<pad>", "<unk>", "<cls>"
@@ -57,7 +58,7 @@ class Vocabulary:
         return " ".join(self.tokens[i] for i in ids if i != PAD_ID)
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.tokens, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
+        write_text_atomic(json.dumps(self.tokens, ensure_ascii=False, indent=0) + "\n", path)
 
     @classmethod
     def load(cls, path: str | Path) -> "Vocabulary":

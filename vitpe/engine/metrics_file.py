@@ -13,7 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from vitpe.engine.checkpoint import CheckpointError, write_text_atomic
+from vitpe.atomic_files import write_text_atomic
+from vitpe.engine.checkpoint import CheckpointError
 
 
 def append_record(record: dict[str, Any], path: str | os.PathLike) -> None:

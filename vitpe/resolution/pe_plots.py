@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from vitpe.atomic_files import save_figure_atomic
 from vitpe.pe import PositionEncoding, ResizeError
 from vitpe.pe.sites import AdditiveEncoding
 
@@ -70,6 +71,5 @@ def plot_pe(pe: PositionEncoding, resized_grid: tuple[int, int], path: str | Pat
             "logits": "centre-query attention bias per head (block 1)"}[pe.site]
     fig.suptitle(f"{title}: {what}", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure_atomic(fig, path, dpi=110)
     return True

@@ -12,12 +12,15 @@ from the spread between seeds, which the accuracy table's ± mixes in.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
 import statistics
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable
+
+from vitpe.atomic_files import save_figure_atomic, write_text_atomic
 
 PUBLIC_KEYS = ("run", "pe", "pe_resize", "accuracy", "loss", "n", "reason")
 
@@ -129,13 +132,14 @@ def write_reports(records: list[dict[str, Any]], out_dir: str | Path, x_key: str
     out.mkdir(parents=True, exist_ok=True)
     public = [{k: r[k] for k in _public_keys(x_key) if k in r} for r in records]
     paths = [out / f"{x_key}.{ext}" for ext in ("json", "csv", "md", "png")]
-    paths[0].write_text(json.dumps(public, indent=1) + "\n")
-    with paths[1].open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=_public_keys(x_key))
-        writer.writeheader()
-        writer.writerows(public)
+    write_text_atomic(json.dumps(public, indent=1) + "\n", paths[0])
+    table = io.StringIO(newline="")
+    writer = csv.DictWriter(table, fieldnames=_public_keys(x_key))
+    writer.writeheader()
+    writer.writerows(public)
+    write_text_atomic(table.getvalue(), paths[1])
     rows = summarise(records, x_key)
-    paths[2].write_text(markdown_table(rows, x_key, title) + gains_table(paired_gains(records, x_key), x_key))
+    write_text_atomic(markdown_table(rows, x_key, title) + gains_table(paired_gains(records, x_key), x_key), paths[2])
     plot(rows, records, x_key, title, paths[3])
     return paths
 
@@ -199,5 +203,4 @@ def plot(rows: list[dict[str, Any]], records: list[dict[str, Any]], x_key: str, 
     fig.legend([handles[label] for label in shown], shown, loc="lower center", ncol=legend_columns, fontsize=8,
                frameon=False)
     fig.tight_layout(rect=(0, 0.045 * legend_rows + 0.02, 1, 1))
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure_atomic(fig, path, dpi=120)

@@ -11,11 +11,12 @@ from typing import Any, Callable, Iterable
 import torch
 from tqdm import tqdm
 
+from vitpe.atomic_files import write_text_atomic
 from vitpe.config import config_from_dict, group_key
 from vitpe.data import BatchLoader, ImageSet
 from vitpe.data.loader import ShardedBatches
 from vitpe.engine.build import load_split, reference_size
-from vitpe.engine.checkpoint import CheckpointError, build_from_checkpoint, load_checkpoint, write_text_atomic
+from vitpe.engine.checkpoint import CheckpointError, build_from_checkpoint, load_checkpoint
 from vitpe.engine.loop import evaluate
 from vitpe.pe import ResizeError
 from vitpe.pe.grid import check_resize_mode
