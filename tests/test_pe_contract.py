@@ -49,6 +49,39 @@ def test_hook_shapes_match_the_site(case):
         assert torch.equal(changed[:, :PREFIX], tokens_in[:, :PREFIX])  # prefix tokens untouched
 
 
+@pytest.mark.parametrize("case", [c for c in CASES if c[0] != "none" and vitpe.pe.get(c[0]).site != "logits"],
+                         ids=case_id)
+def test_a_hook_given_other_tokens_than_its_state_says_why(case):
+    """In a model of one's own, a PE built without the class token (num_prefix_tokens=0) meets P + N tokens: the
+    error names the count it expected and the option to fix, where broadcasting would say 'size of tensor a'."""
+    name, ndim = case
+    pe = make_pe(name, ndim, num_prefix_tokens=0)
+    state = pe.prepare(pe.grid)
+    one_more = tokens(pe.grid)  # the class token in front of the grid's N tokens
+    hint = rf"has {one_more.shape[1]} tokens, but the state was prepared for {one_more.shape[1] - 1} .*num_prefix_tokens"
+    with pytest.raises(ValueError, match=f"^{name}: .*{hint}"):
+        if pe.site == "tokens":
+            for layer in range(pe.depth):
+                pe.add_to_tokens(one_more, state, layer)
+        else:
+            pe.rotate(torch.randn(2, HEADS, one_more.shape[1], DIM // HEADS), state, 0)
+    if pe.site == "qk":
+        qkv = torch.randn(3, 2, HEADS, one_more.shape[1], DIM // HEADS)
+        with pytest.raises(ValueError, match=hint):
+            pe.rotate_qkv(qkv, state, 0)
+
+
+@pytest.mark.parametrize("name", ["rope_mixed", "relbias", "cpb"])
+def test_a_per_block_pe_asked_for_a_block_it_lacks_says_so(name):
+    pe = make_pe(name, 2)
+    state = pe.prepare(pe.grid)
+    with pytest.raises(IndexError, match=f"block {DEPTH} does not exist in a PE built with depth={DEPTH}"):
+        if pe.site == "qk":
+            pe.rotate(torch.randn(2, HEADS, tokens(pe.grid).shape[1], DIM // HEADS), state, DEPTH)
+        else:
+            pe.attention_bias(state, DEPTH)
+
+
 @pytest.mark.parametrize("prefix", [PREFIX, 0], ids=["prefix token", "no prefix"])
 @pytest.mark.parametrize("case", [c for c in CASES if vitpe.pe.get(c[0]).site == "logits"], ids=case_id)
 def test_an_attention_bias_is_contiguous(case, prefix):

@@ -148,6 +148,23 @@ class PositionEncoding(nn.Module):
         """Logits site: float bias (nH, P + N, P + N) added to block ``layer``'s attention scores, or None."""
         return None
 
+    # --------------------------------------------------------------------------- the hooks' checks, for own models
+    def check_tokens(self, tokens: int, expected: int, what: str) -> None:
+        """Raise a clear error where a hook gets ``tokens`` tokens and its state was prepared for ``expected``
+        (P + N): a PE hosted in another model is most often built with the wrong ``num_prefix_tokens``."""
+        if tokens != expected:
+            raise ValueError(
+                f"{self.name}: {what} has {tokens} tokens, but the state was prepared for {expected} "
+                f"({self.num_prefix_tokens} prefix + {expected - self.num_prefix_tokens} grid tokens): give prepare() "
+                f"the grid of these tokens, and build the PE with num_prefix_tokens = the tokens in front of the grid "
+                f"(1 for a class token)")
+
+    def check_layer(self, layer: int) -> None:
+        """Raise a clear error where a PE with one parameter set per block is asked for a block it does not have."""
+        if not 0 <= layer < self.depth:
+            raise IndexError(f"{self.name}: block {layer} does not exist in a PE built with depth={self.depth} (one "
+                             f"set of parameters per block); build it with the depth of the model")
+
     def no_weight_decay(self) -> set[str]:
         """Names (relative to this module) of parameters to exclude from weight decay: all PE parameters by default."""
         return {name for name, _ in self.named_parameters()}

@@ -11,6 +11,7 @@ padding lets tokens near the border infer where they are, so it works at any gri
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -46,6 +47,7 @@ class PositionEncodingGenerator(PositionEncoding):
     def add_to_tokens(self, x: torch.Tensor, state: Grid, layer: int) -> torch.Tensor:
         if layer != self.before_block:
             return x
+        self.check_tokens(x.shape[1], self.num_prefix_tokens + math.prod(state), "x")
         prefix, tokens = x[:, : self.num_prefix_tokens], x[:, self.num_prefix_tokens:]  # (B, P, D), (B, N, D)
         feature_map = tokens.transpose(1, 2).reshape(x.shape[0], self.dim, *state)  # (B, D, *grid)
         tokens = tokens + self.proj(feature_map).flatten(2).transpose(1, 2)  # (B, N, D)

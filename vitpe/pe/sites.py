@@ -31,7 +31,10 @@ class AdditiveEncoding(PositionEncoding):
         return pad_prefix(self.embedding(grid), self.num_prefix_tokens)  # (P + N, D)
 
     def add_to_tokens(self, x: torch.Tensor, state: torch.Tensor, layer: int) -> torch.Tensor:
-        return x + state.to(x.dtype) if layer == 0 else x
+        if layer != 0:
+            return x
+        self.check_tokens(x.shape[-2], state.shape[-2], "x")
+        return x + state.to(x.dtype)
 
 
 def _autocast_off(device: torch.device) -> AbstractContextManager:
@@ -88,16 +91,22 @@ class RotaryEncoding(PositionEncoding):
         return cos, sin
 
     def rotate(self, x: torch.Tensor, state: RotaryState, layer: int) -> torch.Tensor:
-        return rotate_pairs(x, *self._angles(state, layer))
+        return rotate_pairs(x, *self._angles(state, layer, x.shape[-2], "x"))
 
     def rotate_qkv(self, qkv: torch.Tensor, state: RotaryState, layer: int
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return rotate_qk_of_qkv(qkv, *self._angles(state, layer), in_place=True)  # q and k rotated in one pass
+        cos, sin = self._angles(state, layer, qkv.shape[-2], "qkv")
+        return rotate_qk_of_qkv(qkv, cos, sin, in_place=True)  # q and k rotated in one pass
 
-    def _angles(self, state: RotaryState, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """This layer's cos, sin: (nH, P + N, Dh/2) per layer, else (P + N, Dh/2)."""
+    def _angles(self, state: RotaryState, layer: int, tokens: int, what: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """This layer's cos, sin: (nH, P + N, Dh/2) per layer, else (P + N, Dh/2), checked against the ``tokens`` of
+        the hook's input."""
         cos, sin = state
-        return (cos[layer], sin[layer]) if self.per_layer else (cos, sin)
+        if self.per_layer:
+            self.check_layer(layer)
+            cos, sin = cos[layer], sin[layer]
+        self.check_tokens(tokens, cos.shape[-2], what)
+        return cos, sin
 
 
 def gather_relative(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -137,4 +146,7 @@ class BiasEncoding(PositionEncoding):
         return bias.unbind(0) if self.per_layer else bias
 
     def attention_bias(self, state: BiasState, layer: int) -> torch.Tensor:
-        return state[layer] if self.per_layer else state
+        if not self.per_layer:
+            return state
+        self.check_layer(layer)
+        return state[layer]
