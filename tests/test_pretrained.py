@@ -68,7 +68,7 @@ def test_conflicts_and_bad_specs_are_one_line(weights, tmp_path, capsys):
     assert "timm:NAME" in capsys.readouterr().err
     assert train.main(["--config", FINETUNE, f"out_dir={tmp_path / 'c'}",
                        f"model.init=timm:vit_tiny_patch16_224@{tmp_path / 'missing.pth'}", *SYNTHETIC]) == 2
-    assert "could not be loaded" in capsys.readouterr().err
+    assert "no weights file at" in capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")
@@ -109,3 +109,6 @@ def test_eval_argument_errors(weights, folder, tmp_path, capsys):
     assert "--data imagefolder:DIR" in capsys.readouterr().err
     assert eval_cli.main([spec(weights), "--data", f"imagefolder:{tmp_path / 'none'}", "--out", str(tmp_path)]) == 2
     assert "is not a folder" in capsys.readouterr().err
+    missing = f"timm:vit_tiny_patch16_224@{tmp_path / 'missing.pth'}"  # once: "No such file or directory" alone
+    assert eval_cli.main([missing, "--data", f"imagefolder:{folder}", "--out", str(tmp_path)]) == 2
+    assert "no weights file at" in capsys.readouterr().err

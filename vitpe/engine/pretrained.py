@@ -17,6 +17,7 @@ Images are normalised with the pretrained model's mean and std (timm's data conf
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -48,6 +49,9 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
         raise ConfigError(f"model.init {spec!r}: expected timm:MODEL_NAME or timm:MODEL_NAME@WEIGHTS_FILE "
                           f"(e.g. timm:vit_small_patch16_rope_mixed_224.naver_in1k)")
     name, _, file = spec[len(PREFIX):].partition("@")
+    if file and not Path(file).is_file():
+        raise ConfigError(f"model.init {spec!r}: no weights file at {file}; give the path of a file of {name}'s "
+                          f"weights (.safetensors, .pth or .bin)")
     return name, file or None
 
 
