@@ -71,6 +71,34 @@ def test_conflicts_and_bad_specs_are_one_line(weights, tmp_path, capsys):
     assert "no weights file at" in capsys.readouterr().err
 
 
+class _WritesAFile:
+    """Pickled, it would create ``path`` when unpickled: the code a weights file may bring."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (Path.touch, (self.path,))
+
+
+def test_a_weights_file_that_brings_code_is_refused_whatever_timm_does(tmp_path, monkeypatch, capsys):
+    marker = tmp_path / "code_ran"
+    evil = tmp_path / "vit_tiny.pth"
+    torch.save({"pos_embed": torch.zeros(1), "payload": _WritesAFile(marker)}, evil)
+
+    def old_timm(name, pretrained=False, pretrained_cfg_overlay=None, **kwargs):  # reads files with pickle, in full
+        torch.load(pretrained_cfg_overlay["file"], weights_only=False)
+        raise AssertionError("unreachable: vitpe must refuse the file before timm reads it")
+
+    monkeypatch.setattr(timm, "create_model", old_timm)
+    assert train.main(["--config", FINETUNE, f"out_dir={tmp_path / 'run'}", f"model.init={spec(evil)}",
+                       *SYNTHETIC]) == 2
+    err = capsys.readouterr().err
+    assert "is not a plain weights file that can be read safely" in err and "nothing in it was run" in err
+    assert "weights_only` set to `False`" not in err  # torch's own advice to load it unsafely is not passed on
+    assert not marker.exists()
+
+
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("val")

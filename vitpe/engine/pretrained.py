@@ -55,6 +55,23 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
     return name, file or None
 
 
+def refuse_code_in_weights(file: str, spec: str) -> None:
+    """Read a pickled weights file with ``weights_only=True`` before timm does: timm 1.0.31 reads it so, but vitpe
+    allows older timm and torch, where a pickle's code would run. A safetensors file holds no code."""
+    if Path(file).suffix == ".safetensors":
+        return
+    try:
+        torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 -- any failure of the safe reader: refused, nothing in the file ran
+        # torch's message goes on to suggest weights_only=False; keep only what the file holds that is refused
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        why = next((line for line in lines if "GLOBAL" in line or line.startswith("Unsupported")),
+                   lines[0].split(". ")[0] if lines else "")
+        raise ConfigError(f"model.init {spec!r}: {file} is not a plain weights file that can be read safely "
+                          f"({type(err).__name__}: {why}); nothing in it was run. Give the model's .safetensors, "
+                          f".pth or .bin weights") from None
+
+
 def load_pretrained(spec: str) -> Pretrained:
     """Create the timm model of ``spec`` with its weights and convert it."""
     import timm
@@ -63,6 +80,7 @@ def load_pretrained(spec: str) -> Pretrained:
     name, file = parse_spec(spec)
     kwargs: dict[str, Any] = {"pretrained": True}
     if file is not None:
+        refuse_code_in_weights(file, spec)
         kwargs["pretrained_cfg_overlay"] = {"file": file}
     try:
         model = timm.create_model(name, **kwargs)
