@@ -22,6 +22,11 @@ seeds=(${SEEDS:-0 1})
 jobs=${JOBS:-1}
 extra=${EXTRA:-}
 multi_sizes=${MULTI_SIZES:-24,32,40,48}  # the multi-resolution runs' training sizes, one drawn per batch
+source scripts/check_inputs.sh
+require_jobs JOBS "$jobs"
+require_seeds SEEDS "${seeds[@]}"
+require_pes PES 2 "${pes[@]}"
+require_pes MULTI_PES 2 ${MULTI_PES:-}
 cores=$(nproc)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( cores / jobs > 0 ? cores / jobs : 1 ))}
 mkdir -p "$runs"

@@ -9,6 +9,8 @@ runs=${1:-runs}
 shift || true
 pes=("$@")
 [ ${#pes[@]} -gt 0 ] || pes=(learnable sincos rope_axial rope_mixed relbias cpb)
+source scripts/check_inputs.sh
+require_pes "a PE argument" 2 "${pes[@]}"
 for pe in "${pes[@]}"; do
   scripts/train_or_resume.sh "$runs/c10_$pe" configs/cifar10_8ep.yaml model.pe="$pe"
 done

@@ -33,6 +33,8 @@ done
 [[ $seconds =~ ^[1-9][0-9]*$ ]] ||
   { echo "TRAIN_SECONDS must be a positive whole number of seconds, not '$seconds'" >&2; exit 2; }
 [ -f "$config" ] || { echo "CONFIG $config does not exist" >&2; exit 2; }
+source scripts/check_inputs.sh
+[[ $steps == *" recipe "* ]] && require_pes PE 2 "$pe"
 if [ -e "$out" ] && [ -n "$(ls -A "$out")" ]; then
   echo "OUT $out already holds files: give a new folder (each check is a fresh measurement)" >&2; exit 2
 fi

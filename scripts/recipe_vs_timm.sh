@@ -22,7 +22,10 @@ extra=${EXTRA:-}
 export TIMM_EPOCHS=${TIMM_EPOCHS:-10} TIMM_ARGS=${TIMM_ARGS:-}
 export OMP_NUM_THREADS=1
 jobs=${JOBS:-2}
-[[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "JOBS must be a positive whole number of trainings at a time, not '$jobs'" >&2; exit 2; }
+source scripts/check_inputs.sh
+require_jobs JOBS "$jobs"
+require_seeds SEEDS "${seeds[@]}"
+require_pes PES 2 "${pes[@]}"
 mkdir -p "$runs"
 
 run_one() {  # run_one timm OUT SEED | run_one vitpe OUT CONFIG key=value ...: one training, logged to OUT.log

@@ -15,6 +15,10 @@ seeds=(${SEEDS:-0 1 2})
 extra=${EXTRA:-}
 sst2_pes=(${SST2_PES-none learnable sincos rope_axial})
 length_pes=(${LENGTH_PES-none learnable sincos rope_axial relbias alibi})
+source scripts/check_inputs.sh
+require_seeds SEEDS "${seeds[@]}"
+require_pes SST2_PES 1 "${sst2_pes[@]}"
+require_pes LENGTH_PES 1 "${length_pes[@]}"
 
 # logged LOG CMD...: run CMD with its output appended to LOG (a resumed run keeps its log from before the stop); when
 # it fails, say where to look and stop

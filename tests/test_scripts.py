@@ -73,6 +73,24 @@ def test_summarise_names_what_it_cannot_use(tmp_path):
     assert "--label model.depth: a run's config has no 'depth' there" in err.getvalue()
 
 
+@pytest.mark.parametrize("script, setting, says", [
+    ("compare.sh", {"JOBS": "0"}, "JOBS must be a whole number >= 1"),  # xargs -P 0: every training at once
+    ("compare.sh", {"SEEDS": "0 one"}, "SEEDS: 'one' is not a whole number"),
+    ("compare.sh", {"PES": "none rope"}, "PES: unknown position encoding 'rope'"),
+    ("compare.sh", {"MULTI_PES": "t5bias"}, "MULTI_PES: t5bias does not work on 2D grids"),
+    ("recipe_vs_timm.sh", {"PES": "learnable rope_mixd"}, "did you mean 'rope_mixed'"),
+    ("text_experiments.sh", {"LENGTH_PES": "separable"}, "LENGTH_PES: separable does not work on 1D grids"),
+])
+def test_a_bad_setting_stops_an_experiment_before_its_first_training(tmp_path, script, setting, says):
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "CONFIG": "configs/smoke.yaml",
+           "PES": "none", "SEEDS": "0", **setting}
+    runs = tmp_path / "runs"
+    done = subprocess.run(["bash", f"scripts/{script}", str(runs)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr
+    assert not runs.exists() or not any(runs.iterdir())  # no training started
+
+
 def test_compare_script_trains_picks_and_evaluates(tmp_path):
     # PATH without any `python`, as in a venv that is not activated: the script must run the interpreter it is given
     env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "CONFIG": "configs/smoke.yaml",
@@ -214,7 +232,7 @@ def test_recipe_vs_timm_runs_both_side_by_side_and_tabulates(tmp_path):
     assert "epoch 1/1" in (runs / "learnable_s0.log").read_text()  # and so are their logs (appended to, not emptied)
     refused = subprocess.run(["bash", "scripts/recipe_vs_timm.sh", str(runs)], cwd=ROOT, env={**env, "JOBS": "two"},
                              capture_output=True, text=True, timeout=60)
-    assert refused.returncode == 2 and "JOBS must be a positive whole number" in refused.stderr
+    assert refused.returncode == 2 and "JOBS must be a whole number >= 1" in refused.stderr
 
 
 def test_text_experiments_script_trains_every_seed_and_averages_them(tmp_path):
