@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
 # The GPU checks that issues 13 and 17 ask of a session lent a GPU, as one script that fits its short device time
 # (every step has its own time limit, and a step that fails or runs out of time does not stop the next; all steps
-# take about 13 minutes, more than one device call's 10, so give a call a part: STEPS="tests bench_quick rotation_ab
-# bench" is about 7 minutes):
+# take about 16 minutes, more than one device call's 10, so give a call a part: STEPS="tests bench_quick rotation_ab
+# bench" is about 7 minutes, STEPS="flex_ab" about 3):
 #   1. tests: pytest tests/test_rotary_triton.py, whose CUDA test runs the Triton rotation on the GPU (half a minute)
 #   2. python -m vitpe.bench --quick (a smoke run: a broken CUDA path shows in a minute)
 #   3. rotation_ab: RoPE's eager rotation as the complex product against the Triton kernels, in the same rounds
 #      (results/bench/2026-12-02/host/ab_host.py rotary_triton), training and inference, both dims, 32 and 64 px
-#   4. python -m vitpe.bench eager at 32 and 64 px, then --compile for three PEs at 32 px
-#   5. the GPU recipe (configs/cifar10_gpu_10min.yaml) with one PE: a 2-epoch probe times an epoch, then one run with
+#   4. flex_ab: the logits-site PEs' bias as SDPA's float mask against FlexAttention's score_mod, in the same
+#      rounds (ab_host.py flex_bias): does a flash-style kernel take away their GPU overhead? Recipe dims at 32 px,
+#      training and inference; default dims at 64 px, training
+#   5. python -m vitpe.bench eager at 32 and 64 px, then --compile for three PEs at 32 px
+#   6. the GPU recipe (configs/cifar10_gpu_10min.yaml) with one PE: a 2-epoch probe times an epoch, then one run with
 #      as many epochs as fit in TRAIN_SECONDS (warm-up a twentieth of them); accuracy per epoch against wall time
 #      is in its metrics.jsonl
 # Then OUT/summary.md: the recipe's accuracy against wall time, the A/B and the benchmarks' tables.
 #
 #   VITPE_DATA=/path/to/data [OUT=runs/gpu_check] [DEVICE=cuda] [PE=rope_mixed] [TRAIN_SECONDS=420] \
 #     [CONFIG=configs/cifar10_gpu_10min.yaml] [EXTRA="key=value ..."] [BENCH_ARGS="..."] \
-#     [STEPS="tests bench_quick rotation_ab bench bench_compiled recipe"] scripts/gpu_check.sh
+#     [STEPS="tests bench_quick rotation_ab flex_ab bench bench_compiled recipe"] scripts/gpu_check.sh
 #
 # DEVICE=cpu with tiny EXTRA/BENCH_ARGS runs the same steps on a CPU (how the script is tested).
 set -uo pipefail
@@ -23,7 +26,7 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}
 out=${OUT:-runs/gpu_check} device=${DEVICE:-cuda} pe=${PE:-rope_mixed} seconds=${TRAIN_SECONDS:-420}
 config=${CONFIG:-configs/cifar10_gpu_10min.yaml} extra=${EXTRA:-} bench_args=${BENCH_ARGS:-}
-all_steps="tests bench_quick rotation_ab bench bench_compiled recipe"
+all_steps="tests bench_quick rotation_ab flex_ab bench bench_compiled recipe"
 steps=" ${STEPS:-$all_steps} "
 for s in $steps; do
   case " $all_steps " in *" $s "*) ;;
@@ -63,6 +66,12 @@ step rotation_ab 240 bash -c 'for dims in default recipe; do for px in 32 64; do
   echo "== $dims dims"; "$0" results/bench/2026-12-02/host/ab_host.py rotary_triton $dims $px 128 9 $kind "$1" || exit $?
   done; done; done' "$PYTHON" "$device"
 
+# the same for the biases: 'train 32px relbias new/old 0.7' would be FlexAttention's gain
+step flex_ab 180 bash -c 'python=$0 device=$1; for run in "recipe 32 train" "recipe 32 infer" "default 64 train"
+  do set -- $run; echo "== $1 dims"
+  "$python" results/bench/2026-12-02/host/ab_host.py flex_bias $1 $2 128 9 $3 "$device" || exit $?; done' \
+  "$PYTHON" "$device"
+
 step bench 240 "$PYTHON" -m vitpe.bench --device "$device" --out "$out/bench" --no-text --no-data $bench_args
 step bench_compiled 300 "$PYTHON" -m vitpe.bench --device "$device" --compile --sizes 32 \
   --pes learnable,rope_mixed,relbias --out "$out/bench_compiled" --no-text --no-data $bench_args
@@ -96,6 +105,10 @@ for line in open(sys.argv[1]):
   if [ -f "$out/rotation_ab.log" ]; then
     echo; echo "## RoPE's eager rotation: complex product (old) against the Triton kernels (new)"; echo
     echo '```'; grep -E "^==|new/old|over none" "$out/rotation_ab.log"; echo '```'
+  fi
+  if [ -f "$out/flex_ab.log" ]; then
+    echo; echo "## A bias as SDPA's float mask (old) against FlexAttention's score_mod (new)"; echo
+    echo '```'; grep -E "^==|new/old|over none" "$out/flex_ab.log"; echo '```'
   fi
   for name in bench bench_compiled bench_quick; do
     [ -f "$out/$name/bench.md" ] && { echo; echo "## $name"; echo; cat "$out/$name/bench.md"; }

@@ -16,6 +16,9 @@ rotary_triton (CUDA only; on a CPU old and new are the same code): RoPE's eager 
 or as the Triton kernels of vitpe/pe/rotary_triton.py (new).
 bias_state: a learned bias's per-forward state as one (depth, ...) tensor indexed per layer (old) or split once into
 a bias per layer, cast once under autocast (new, ``BiasEncoding.prepare``).
+flex_bias (third session; for a GPU, where a float mask takes SDPA off its flash kernel): a logits-site bias as
+SDPA's float mask (old) or as FlexAttention's ``score_mod`` on the compiled ``flex_attention`` (new). Not in vitpe:
+this asks whether it would pay. On a CPU only ``infer`` runs (FlexAttention has no CPU backward in torch 2.14).
 """
 import importlib.util
 import sys
@@ -23,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from vitpe.models import attention
 from vitpe.pe import rotary
 from vitpe.pe.base import PositionEncoding
 from vitpe.pe.cpb import ContinuousPositionBias
@@ -39,6 +43,31 @@ def layer_by_layer_tables(self, coords):
     return torch.stack([mlp(coords) for mlp in self.mlps])  # (depth, T, nH)
 
 
+class FlexForBias:
+    """``torch.nn.functional`` as vitpe's attention sees it, except that SDPA with a float mask runs as FlexAttention:
+    the mask's (nH, T, T) bias added to each score by ``score_mod``, in a flash-style kernel."""
+
+    def __init__(self):
+        from torch.nn.attention.flex_attention import flex_attention
+
+        self.flex = torch.compile(flex_attention)
+        self.calls = 0
+
+    def __getattr__(self, name):
+        return getattr(torch.nn.functional, name)
+
+    def scaled_dot_product_attention(self, q, k, v, attn_mask=None, dropout_p=0.0):
+        if attn_mask is None or dropout_p:
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p)
+        self.calls += 1
+        bias = attn_mask if attn_mask.dim() == 3 else attn_mask[0]  # (nH, T, T); a 4D mask is a batch-expanded view
+
+        def add_bias(score, b, h, q_index, k_index):
+            return score + bias[h, q_index, k_index].to(score.dtype)
+
+        return self.flex(q, k, v, score_mod=add_bias)
+
+
 def variants(change):
     """(owner, attribute, {variant: value}): what each variant sets before its step."""
     if change == "cpb_tables":
@@ -47,15 +76,20 @@ def variants(change):
         return BiasEncoding, "prepare", {"old": PositionEncoding.prepare, "new": BiasEncoding.prepare}
     if change == "rotary_triton":
         return rotary, "_fused_kernels", {"old": lambda qkv: None, "new": rotary._fused_kernels}
-    raise SystemExit(f"unknown change {change!r} (cpb_tables, rotary_triton, bias_state)")
+    if change == "flex_bias":
+        return attention, "F", {"old": torch.nn.functional, "new": FlexForBias()}
+    raise SystemExit(f"unknown change {change!r} (cpb_tables, rotary_triton, bias_state, flex_bias)")
 
 
-PES = {"cpb_tables": ["cpb"], "rotary_triton": ["rope_axial", "rope_mixed"], "bias_state": ["relbias", "cpb"]}
+PES = {"cpb_tables": ["cpb"], "rotary_triton": ["rope_axial", "rope_mixed"], "bias_state": ["relbias", "cpb"],
+       "flex_bias": ["relbias", "cpb", "alibi"]}
 
 
 def main():
     change, dims, px, batch, rounds, kind = sys.argv[1:7]
     device = sys.argv[7] if len(sys.argv) > 7 else "cpu"
+    if change == "flex_bias" and kind == "train" and device == "cpu":
+        raise SystemExit("flex_bias: FlexAttention has no backward on a CPU (torch 2.14); time infer here, train on a GPU")
     owner, attribute, values = variants(change)
     ab_bias.compare_old_new(owner, attribute, values, int(px), PES[change], int(rounds), kind, dims=DIMS[dims],
                             batch=int(batch), device=device)
