@@ -159,7 +159,8 @@ def markdown_table(rows: list[dict[str, Any]], x_key: str, title: str) -> str:
         return f"{100 * cell['mean']:.1f}{spread}"
 
     lines = [f"# {title}", "", "Accuracy (%), mean ± std over seeds (runs per cell in brackets when more than one); "
-             "n/a: the PE cannot work there in this mode.", ""]
+             f"n/a: the run cannot be evaluated there in this mode (a PE that cannot resize so, or a size that is not "
+             f"a multiple of the patch size; each cell's reason is in {x_key}.json).", ""]
     return "\n".join(lines + _grid_lines(["PE", "mode"], table, xs, cell_text)) + "\n"
 
 
