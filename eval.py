@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     return run_cli(lambda: sweep(args), debug=args.debug or bool(os.environ.get("VITPE_DEBUG")),
                    interrupted=f"the runs evaluated whole are kept in {Path(args.out) / 'runs'}; the same command "
-                               f"continues from them")
+                               f"continues from them",
+                   go_on="run the same command: it continues from the runs evaluated whole")
 
 
 def sweep(args: argparse.Namespace) -> None:

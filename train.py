@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
 
     return run_cli(body, debug=args.debug or bool(os.environ.get("VITPE_DEBUG")),
                    interrupted="stopped at once, without a new checkpoint; the last checkpoint is intact (--resume "
-                               "continues from it)")
+                               "continues from it)", go_on="--resume the run")
 
 
 def lock_run_folder(out_dir: Path, dist_info: DistInfo, device: torch.device) -> RunLock | None:

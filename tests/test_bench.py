@@ -143,6 +143,18 @@ def test_an_output_folder_it_cannot_write_fails_before_the_timing(tmp_path, caps
     assert "cannot write there" in capsys.readouterr().err
 
 
+def test_a_full_disk_at_the_end_says_how_to_go_on(tmp_path, capsys, monkeypatch):
+    import errno
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(bench, "write_text_atomic", full)
+    assert bench.main(["--quick", "--out", str(tmp_path), "--no-text", "--no-data", "--pes", "learnable"]) == 2
+    err = capsys.readouterr().err
+    assert "no space left on the device" in err and "free some space, then run the benchmark again" in err
+
+
 def test_an_interrupted_benchmark_says_so_and_writes_nothing(tmp_path, capsys, monkeypatch):
     def interrupted(*args):
         raise KeyboardInterrupt

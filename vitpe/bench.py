@@ -377,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     return run_cli(lambda: run(args), debug=args.debug or bool(os.environ.get("VITPE_DEBUG")),
                    interrupted=f"nothing was written to {args.out} (a benchmark's figures come from one whole run "
-                               f"of interleaved rounds); run it again")
+                               f"of interleaved rounds); run it again", go_on="run the benchmark again")
 
 
 def checked_output_folder(out: Path) -> Path:

@@ -28,21 +28,23 @@ from vitpe.pe import ResizeError
 INPUT_ERRORS = (ConfigError, DataError, CheckpointError, NonFiniteLossError, ResizeError, RunLockedError, ValueError)
 
 
-def describe_os_error(err: OSError) -> str:
-    """An operating-system error as one actionable sentence."""
+def describe_os_error(err: OSError, go_on: str) -> str:
+    """An operating-system error as one actionable sentence; ``go_on`` says how the command continues once the cause
+    is fixed (e.g. "--resume the run")."""
     where = f" ({err.filename})" if err.filename else ""
     if err.errno == errno.ENOSPC:
-        return (f"no space left on the device{where}; nothing was half-written (checkpoints and records are written "
-                f"whole or not at all): free some space, then --resume the run")
+        return (f"no space left on the device{where}; nothing was half-written (every file is written whole or not at "
+                f"all): free some space, then {go_on}")
     if isinstance(err, (PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)) or \
             err.errno in (errno.EROFS, errno.EACCES):
-        return f"cannot write or read{where}: {err.strerror}; choose another path (out_dir) or fix its permissions"
+        return f"cannot write or read{where}: {err.strerror}; choose another output folder or fix its permissions"
     return f"{err.strerror or err}{where}"
 
 
-def run_cli(body: Callable[[], None], debug: bool, interrupted: str) -> int:
-    """Run ``body`` and turn its outcome into an exit code, printing one line for anything but success;
-    ``interrupted`` is that line for Ctrl-C: what the command kept, and how to go on."""
+def run_cli(body: Callable[[], None], debug: bool, interrupted: str, go_on: str) -> int:
+    """Run ``body`` and turn its outcome into an exit code, printing one line for anything but success.
+    ``interrupted`` is that line for Ctrl-C (what the command kept, and how to go on); ``go_on`` how the command
+    continues after a fault it names (a full disk)."""
     try:
         body()
     except Preempted as stop:
@@ -56,7 +58,7 @@ def run_cli(body: Callable[[], None], debug: bool, interrupted: str) -> int:
     except (*INPUT_ERRORS, OSError) as err:
         if debug:
             raise
-        print(f"error: {describe_os_error(err) if isinstance(err, OSError) else err}", file=sys.stderr)
+        print(f"error: {describe_os_error(err, go_on) if isinstance(err, OSError) else err}", file=sys.stderr)
         return 2
     except Exception as err:  # noqa: BLE001 -- the last line of defence of a command-line tool
         if debug:
