@@ -126,6 +126,23 @@ def test_an_interrupted_sweep_says_what_it_kept(runs, tmp_path, capsys, monkeypa
     assert "the same command continues from them" in capsys.readouterr().err
 
 
+def test_a_terminated_sweep_says_what_it_kept_instead_of_dying_silently(runs, tmp_path, capsys, monkeypatch):
+    import os
+    import signal
+    import time
+
+    def terminated(*args, **kwargs):  # a scheduler's SIGTERM in the middle of an evaluation
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler interrupts this
+        raise AssertionError("SIGTERM did not stop the sweep")
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(eval_cli, "cached_evaluate_run", terminated)
+    assert eval_cli.main([str(runs / "rope-s0"), "--out", str(tmp_path), "--resolutions", "32"]) == 143
+    assert "terminated (SIGTERM): the runs evaluated whole are kept" in capsys.readouterr().err.splitlines()[-1]
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler is the command's only while it runs
+
+
 def test_resolution_parsing():
     assert parse_resolutions("16, 32x48,64") == [(16, 16), (32, 48), (64, 64)]
     with pytest.raises(ValueError):

@@ -7,15 +7,20 @@ code  meaning
 2     an error in the input (config, data, checkpoint, file system): the line says what and what to do
 75    preempted (SIGTERM / SIGINT): a checkpoint was written at the last step; ``--resume`` continues exactly
 130   interrupted (train.py: a second Ctrl-C): stopped at once; the line says what was kept and how to go on
+143   terminated (SIGTERM) where no step can be finished first (eval.py, the benchmark, train.py before its loop):
+      stopped at once; the line says what was kept and how to go on
 1     an unexpected error (a bug): rerun with ``--debug`` for the traceback
 ====  ===============================================================================
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import signal
 import sys
-from typing import Callable
+import threading
+from typing import Callable, Iterator
 
 from vitpe.config import ConfigError
 from vitpe.data import DataError
@@ -26,6 +31,31 @@ from vitpe.engine.run_lock import RunLockedError
 from vitpe.pe import ResizeError
 
 INPUT_ERRORS = (ConfigError, DataError, CheckpointError, NonFiniteLossError, ResizeError, RunLockedError, ValueError)
+
+
+TERMINATED_EXIT = 128 + signal.SIGTERM
+
+
+class Terminated(BaseException):
+    """SIGTERM reached a command outside the training loop (whose own handler checkpoints first)."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def sigterm_stops_at_once() -> Iterator[None]:
+    """Inside the block SIGTERM raises :class:`Terminated`, so the command can say what it kept before it exits (by
+    default Python dies on it without a word); the training loop's preemption handler takes over inside it."""
+    if threading.current_thread() is not threading.main_thread():  # signal handlers belong to the main thread
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def describe_os_error(err: OSError, go_on: str) -> str:
@@ -46,7 +76,13 @@ def run_cli(body: Callable[[], None], debug: bool, interrupted: str, go_on: str)
     ``interrupted`` is that line for Ctrl-C (what the command kept, and how to go on); ``go_on`` how the command
     continues after a fault it names (a full disk)."""
     try:
-        body()
+        with sigterm_stops_at_once():
+            body()
+    except Terminated:
+        if debug:
+            raise
+        print(f"terminated (SIGTERM): {interrupted}", file=sys.stderr)
+        return TERMINATED_EXIT
     except Preempted as stop:
         print(str(stop), file=sys.stderr)
         return PREEMPTED_EXIT
