@@ -143,6 +143,21 @@ def test_a_terminated_sweep_says_what_it_kept_instead_of_dying_silently(runs, tm
     assert signal.getsignal(signal.SIGTERM) is before  # the handler is the command's only while it runs
 
 
+def test_a_run_saved_before_a_range_check_still_evaluates(runs, tmp_path, capsys):
+    """train.min_lr above train.lr is refused for new runs since 2026-12-02; a run saved with it still evaluates
+    (only training reads it), while resuming it would train and is refused."""
+    import torch
+
+    old = tmp_path / "old_run"
+    old.mkdir()
+    ckpt = torch.load(runs / "rope-s0" / "checkpoint.pt", weights_only=True)
+    ckpt["config"]["train"].update(lr=1e-12, min_lr=1e-5)
+    torch.save(ckpt, old / "checkpoint.pt")
+    assert eval_cli.main([str(old), "--resolutions", "16", "--out", str(tmp_path / "sweep")]) == 0
+    assert train.main(["--resume", str(old), "--no-progress"]) == 2
+    assert "train.min_lr must be in [0, train.lr]" in capsys.readouterr().err
+
+
 def test_resolution_parsing():
     assert parse_resolutions("16, 32x48,64") == [(16, 16), (32, 48), (64, 64)]
     with pytest.raises(ValueError):

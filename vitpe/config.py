@@ -193,13 +193,16 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise ConfigError(f"override {text!r}: cannot parse the value ({err})") from None
 
 
-def config_from_dict(data: dict[str, Any], overrides: typing.Sequence[str] = ()) -> Config:
-    """Build a :class:`Config` from a nested mapping plus dotted overrides, strictly."""
+def config_from_dict(data: dict[str, Any], overrides: typing.Sequence[str] = (), *,
+                     for_training: bool = True) -> Config:
+    """Build a :class:`Config` from a nested mapping plus dotted overrides, strictly. ``for_training=False``: the
+    config of a saved run, to rebuild its model or name its group; the ranges of training-only values (learning
+    rates, augmentation, ...) are then not checked, so a run saved before a check was added still evaluates."""
     tree = _as_tree(data)
     for text in overrides:
         _set_dotted(tree, *parse_override(text))
     config = _fill(Config, tree)
-    validate(config)
+    validate(config, for_training=for_training)
     return config
 
 
@@ -249,7 +252,7 @@ def group_key(config: dict[str, Any] | Config) -> str:
     The config is filled through the current dataclasses first, so a run saved before a key was added (with its
     default value) groups with a run saved after.
     """
-    tree = to_dict(config if isinstance(config, Config) else config_from_dict(config))
+    tree = to_dict(config if isinstance(config, Config) else config_from_dict(config, for_training=False))
     tree.pop("out_dir", None)
     tree["data"].pop("root", None)
     for key in ("seed", "threads"):
@@ -269,8 +272,9 @@ TASKS = ("image", "text")
 PAD_MODES = ("zero", "reflect")
 
 
-def validate(config: Config) -> None:
-    """Value checks that types alone cannot express; each error names its key."""
+def validate(config: Config, for_training: bool = True) -> None:
+    """Value checks that types alone cannot express; each error names its key. ``for_training=False`` leaves out
+    the ranges of values that only training reads (see :func:`config_from_dict`)."""
     checks = [
         (config.task in TASKS, "task", f"one of {list(TASKS)}"),
         (config.data.dataset in DATASETS, "data.dataset", f"one of {list(DATASETS)}"),
@@ -297,21 +301,26 @@ def validate(config: Config) -> None:
          f"> 0, with a hidden width int(model.dim * model.mlp_ratio) of at least 1 (dim {m.dim})"),
         (0 <= m.drop_path < 1 and 0 <= m.drop_rate < 1, "model.drop_path/drop_rate", "in [0, 1)"),
         (m.norm_eps > 0, "model.norm_eps", "> 0"),
-        (0 <= t.min_lr <= t.lr, "train.min_lr", f"in [0, train.lr] (train.lr is {t.lr:g})"),
-        (t.weight_decay >= 0, "train.weight_decay", ">= 0"),
-        (t.warmup_epochs >= 0, "train.warmup_epochs", ">= 0"),
-        (0 <= t.label_smoothing < 1, "train.label_smoothing", "in [0, 1)"),
-        (t.grad_clip >= 0, "train.grad_clip", ">= 0 (0: no clipping)"),
-        (t.eval_batch_size >= 1, "train.eval_batch_size", ">= 1"),
-        (t.checkpoint_every >= 0, "train.checkpoint_every", ">= 0 (0: once per epoch)"),
-        (t.threads >= 0, "train.threads", ">= 0 (0: torch's default)"),
         (d.img_size >= 1, "data.img_size", ">= 1"),
-        (d.val_split >= 0, "data.val_split", ">= 0"),
-        (d.crop_padding >= 0, "data.crop_padding", ">= 0"),
-        (d.mixup >= 0 and d.cutmix >= 0, "data.mixup/cutmix", ">= 0 (0: off)"),
-        (d.synthetic_size >= 1, "data.synthetic_size", ">= 1"),
-        (d.vocab_min_freq >= 1 and d.vocab_max_size >= 0, "data.vocab_min_freq/vocab_max_size",
-         ">= 1 and >= 0 (0: no cap)"),
+    ]
+    if for_training:  # values only training reads; a saved run's config is checked without them
+        checks += [
+            (0 <= t.min_lr <= t.lr, "train.min_lr", f"in [0, train.lr] (train.lr is {t.lr:g})"),
+            (t.weight_decay >= 0, "train.weight_decay", ">= 0"),
+            (t.warmup_epochs >= 0, "train.warmup_epochs", ">= 0"),
+            (0 <= t.label_smoothing < 1, "train.label_smoothing", "in [0, 1)"),
+            (t.grad_clip >= 0, "train.grad_clip", ">= 0 (0: no clipping)"),
+            (t.eval_batch_size >= 1, "train.eval_batch_size", ">= 1"),
+            (t.checkpoint_every >= 0, "train.checkpoint_every", ">= 0 (0: once per epoch)"),
+            (t.threads >= 0, "train.threads", ">= 0 (0: torch's default)"),
+            (d.val_split >= 0, "data.val_split", ">= 0"),
+            (d.crop_padding >= 0, "data.crop_padding", ">= 0"),
+            (d.mixup >= 0 and d.cutmix >= 0, "data.mixup/cutmix", ">= 0 (0: off)"),
+            (d.synthetic_size >= 1, "data.synthetic_size", ">= 1"),
+            (d.vocab_min_freq >= 1 and d.vocab_max_size >= 0, "data.vocab_min_freq/vocab_max_size",
+             ">= 1 and >= 0 (0: no cap)"),
+        ]
+    checks += [
         (m.reg_tokens >= 0, "model.reg_tokens", ">= 0"),
         (m.layer_scale_init is None or m.layer_scale_init > 0, "model.layer_scale_init", "positive, or null (off)"),
         (not m.fc_norm or m.pool == "mean", "model.fc_norm", "false unless model.pool is mean"),

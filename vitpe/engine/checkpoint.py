@@ -43,7 +43,8 @@ def build_from_checkpoint(ckpt: dict[str, Any], use_ema: bool = False) -> torch.
     from vitpe.engine.build import build_model
     from vitpe.engine.rotary_pairs import upgrade_checkpoint
 
-    model = build_model(config_from_dict(ckpt["config"]), num_classes=len(ckpt["classes"]), vocab=ckpt.get("vocab"))
+    config = config_from_dict(ckpt["config"], for_training=False)
+    model = build_model(config, num_classes=len(ckpt["classes"]), vocab=ckpt.get("vocab"))
     ckpt = upgrade_checkpoint(ckpt, model)  # a RoPE model saved before the interleaved pairs: rows reordered
     model.load_state_dict(ckpt["ema"] if use_ema and ckpt.get("ema") is not None else ckpt["model"])
     return model

@@ -87,7 +87,7 @@ class Run:
 
     @property
     def config(self):
-        return config_from_dict(self.ckpt["config"])
+        return config_from_dict(self.ckpt["config"], for_training=False)
 
     @property
     def group(self) -> str:
