@@ -16,6 +16,9 @@ rotary_triton (CUDA only; on a CPU old and new are the same code): RoPE's eager 
 or as the Triton kernels of vitpe/pe/rotary_triton.py (new).
 bias_state: a learned bias's per-forward state as one (depth, ...) tensor indexed per layer (old) or split once into
 a bias per layer, cast once under autocast (new, ``BiasEncoding.prepare``).
+angle_grad (third session; compiled, every model under torch.compile; tried, not adopted): the learned angles'
+gradient in compiled training as autograd derives it from the pair form (old, ``rotary._composed``) or summed per
+channel over the batch, then per pair (new, :class:`PairwiseLearnedAngles` below, its cos/sin realised by a stack).
 flex_bias (third session; for a GPU, where a float mask takes SDPA off its flash kernel): a logits-site bias as
 SDPA's float mask (old) or as FlexAttention's ``score_mod`` on the compiled ``flex_attention`` (new). Not in vitpe:
 this asks whether it would pay. On a CPU only ``infer`` runs (FlexAttention has no CPU backward in torch 2.14).
@@ -68,6 +71,37 @@ class FlexForBias:
         return self.flex(q, k, v, score_mod=add_bias)
 
 
+class PairwiseLearnedAngles(torch.autograd.Function):
+    """The pair form with a backward for learned angles: ``d cos_j = sum g[2j] x[2j] + g[2j+1] x[2j+1]`` and
+    ``d sin_j = sum g[2j+1] x[2j] - g[2j] x[2j+1]``, each product formed per channel in memory order and summed over
+    the broadcast dimensions before the pairs are combined (the sine term from channel d's and d + 1's views)."""
+
+    @staticmethod
+    def forward(ctx, x, cos, sin):
+        ctx.save_for_backward(x, cos, sin)
+        return rotary._pairwise(x, cos, sin)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, cos, sin = ctx.saved_tensors
+        lead = cos.shape[:-1]
+        same = (grad * x).sum_to_size(*lead, x.shape[-1]).unflatten(-1, (-1, 2)).sum(-1)
+        across = (grad[..., 1:] * x[..., :-1] - grad[..., :-1] * x[..., 1:]).sum_to_size(*lead, x.shape[-1] - 1)
+        return rotary._pairwise(grad, cos, -sin), same, across[..., 0::2]
+
+
+def composed_with_channel_sums(x, cos, sin):
+    """``rotary._composed`` with :class:`PairwiseLearnedAngles` where the angles get a gradient; their cos/sin are
+    realised once by a stack (without it inductor computed sin again for every sample, one float at a time)."""
+    if torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad):
+        cos, sin = torch.stack((cos, sin)).unbind(0)
+        return PairwiseLearnedAngles.apply(x, cos, sin)
+    return ORIGINAL_COMPOSED(x, cos, sin)
+
+
+ORIGINAL_COMPOSED = rotary._composed
+
+
 def variants(change):
     """(owner, attribute, {variant: value}): what each variant sets before its step."""
     if change == "cpb_tables":
@@ -76,13 +110,16 @@ def variants(change):
         return BiasEncoding, "prepare", {"old": PositionEncoding.prepare, "new": BiasEncoding.prepare}
     if change == "rotary_triton":
         return rotary, "_fused_kernels", {"old": lambda qkv: None, "new": rotary._fused_kernels}
+    if change == "angle_grad":
+        return rotary, "_composed", {"old": ORIGINAL_COMPOSED, "new": composed_with_channel_sums}
     if change == "flex_bias":
         return attention, "F", {"old": torch.nn.functional, "new": FlexForBias()}
-    raise SystemExit(f"unknown change {change!r} (cpb_tables, rotary_triton, bias_state, flex_bias)")
+    raise SystemExit(f"unknown change {change!r} (cpb_tables, rotary_triton, bias_state, angle_grad, flex_bias)")
 
 
 PES = {"cpb_tables": ["cpb"], "rotary_triton": ["rope_axial", "rope_mixed"], "bias_state": ["relbias", "cpb"],
-       "flex_bias": ["relbias", "cpb", "alibi"]}
+       "flex_bias": ["relbias", "cpb", "alibi"], "angle_grad": ["rope_mixed"]}
+COMPILED = {"angle_grad"}
 
 
 def main():
@@ -92,7 +129,7 @@ def main():
         raise SystemExit("flex_bias: FlexAttention has no backward on a CPU (torch 2.14); time infer here, train on a GPU")
     owner, attribute, values = variants(change)
     ab_bias.compare_old_new(owner, attribute, values, int(px), PES[change], int(rounds), kind, dims=DIMS[dims],
-                            batch=int(batch), device=device)
+                            compiled=change in COMPILED, batch=int(batch), device=device)
 
 
 if __name__ == "__main__":
