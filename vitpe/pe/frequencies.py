@@ -2,21 +2,7 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
-
-
-def frequency_base(value: float, label: str) -> float:
-    """``value`` as the float base of a frequency ladder, checked when the PE is built (not at its first forward);
-    ``label`` names the PE and option in the error, e.g. ``"rope_axial: theta"``."""
-    try:
-        base = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{label} must be a positive number, got {value!r}") from None
-    if not (base > 0 and math.isfinite(base)):
-        raise ValueError(f"{label} must be a positive number, got {value!r}")
-    return base
 
 
 def geometric_frequencies(count: int, base: float, device: torch.device | None = None) -> torch.Tensor:

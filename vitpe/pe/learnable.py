@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from vitpe.pe.grid import Grid
+from vitpe.pe.option_checks import non_negative_number
 from vitpe.pe.registry import register
 from vitpe.pe.resample import resample_table, resize_learned_table
 from vitpe.pe.sites import AdditiveEncoding
@@ -29,8 +30,7 @@ class LearnableEncoding(AdditiveEncoding):
 
     def __init__(self, init_std: float = 0.02, **common: Any) -> None:
         super().__init__(**common)
-        if not init_std >= 0:
-            raise ValueError(f"{self.name}: init_std must be >= 0, got {init_std}")
+        init_std = non_negative_number(init_std, f"{self.name}: init_std")
         self.pos_embed = nn.Parameter(torch.empty(math.prod(self.grid), self.dim))  # (N_ref, D)
         nn.init.trunc_normal_(self.pos_embed, std=init_std)
 

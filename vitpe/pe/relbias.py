@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from vitpe.pe.grid import Grid, relative_extent, relative_index
+from vitpe.pe.option_checks import non_negative_number
 from vitpe.pe.registry import register
 from vitpe.pe.resample import resample_table
 from vitpe.pe.sites import BiasEncoding, gather_relative
@@ -56,8 +57,7 @@ class RelativePositionBias(BiasEncoding):
         super().__init__(**common)
         if not scale > 0:
             raise ValueError(f"relbias: scale must be positive, got {scale}")
-        if not init_std >= 0:
-            raise ValueError(f"relbias: init_std must be >= 0, got {init_std}")
+        init_std = non_negative_number(init_std, f"{self.name}: init_std")
         if class_bias and self.num_prefix_tokens != 1:
             raise ValueError(f"relbias: class_bias needs exactly one prefix token (the class token), the model has "
                              f"{self.num_prefix_tokens}")

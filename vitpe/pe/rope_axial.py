@@ -20,8 +20,9 @@ from typing import Any
 
 import torch
 
-from vitpe.pe.frequencies import frequency_base, geometric_frequencies
+from vitpe.pe.frequencies import geometric_frequencies
 from vitpe.pe.grid import Grid, grid_positions
+from vitpe.pe.option_checks import positive_number
 from vitpe.pe.registry import register
 from vitpe.pe.sites import RotaryEncoding
 
@@ -34,7 +35,7 @@ class AxialRope(RotaryEncoding):
 
     def __init__(self, theta: float | None = None, **common: Any) -> None:
         super().__init__(**common)
-        self.theta = frequency_base(DEFAULT_THETA[len(self.grid)] if theta is None else theta, f"{self.name}: theta")
+        self.theta = positive_number(DEFAULT_THETA[len(self.grid)] if theta is None else theta, f"{self.name}: theta")
 
     def phases(self, grid: Grid) -> torch.Tensor:
         pos = grid_positions(grid, self.grid, self.resize, self.device).flip(-1)  # (N, ndim), columns (x, y)

@@ -20,8 +20,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from vitpe.pe.frequencies import frequency_base, geometric_frequencies
+from vitpe.pe.frequencies import geometric_frequencies
 from vitpe.pe.grid import Grid, grid_positions
+from vitpe.pe.option_checks import positive_number
 from vitpe.pe.registry import register
 from vitpe.pe.sites import RotaryEncoding
 
@@ -36,7 +37,7 @@ class MixedRope(RotaryEncoding):
 
     def __init__(self, theta: float | None = None, **common: Any) -> None:
         super().__init__(**common)
-        self.theta = frequency_base(DEFAULT_THETA[len(self.grid)] if theta is None else theta, f"{self.name}: theta")
+        self.theta = positive_number(DEFAULT_THETA[len(self.grid)] if theta is None else theta, f"{self.name}: theta")
         self.freqs = nn.Parameter(self._initial_freqs())  # (depth, nH, Dh/2, ndim)
 
     def _initial_freqs(self) -> torch.Tensor:

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from vitpe.pe.grid import Grid
+from vitpe.pe.option_checks import non_negative_number
 from vitpe.pe.registry import register
 from vitpe.pe.resample import check_extrapolation, resample_table, resize_learned_table
 from vitpe.pe.sites import AdditiveEncoding
@@ -31,8 +32,7 @@ class SeparableEncoding(AdditiveEncoding):
 
     def __init__(self, init_std: float = 0.02, **common: Any) -> None:
         super().__init__(**common)
-        if not init_std >= 0:
-            raise ValueError(f"{self.name}: init_std must be >= 0, got {init_std}")
+        init_std = non_negative_number(init_std, f"{self.name}: init_std")
         self.row_embed = nn.Parameter(torch.empty(self.grid[0], self.dim))  # (gh, D)
         self.col_embed = nn.Parameter(torch.empty(self.grid[1], self.dim))  # (gw, D)
         for table in (self.row_embed, self.col_embed):

@@ -19,8 +19,9 @@ from typing import Any
 
 import torch
 
-from vitpe.pe.frequencies import frequency_base, geometric_frequencies
+from vitpe.pe.frequencies import geometric_frequencies
 from vitpe.pe.grid import Grid, grid_positions
+from vitpe.pe.option_checks import positive_number
 from vitpe.pe.registry import register
 from vitpe.pe.sites import AdditiveEncoding
 
@@ -35,7 +36,7 @@ class SinCosEncoding(AdditiveEncoding):
         if self.dim % channels_per_axis:
             raise ValueError(f"sincos on a {len(self.grid)}D grid needs dim divisible by {channels_per_axis}, "
                              f"got dim={self.dim}")
-        self.base = frequency_base(base, f"{self.name}: base")
+        self.base = positive_number(base, f"{self.name}: base")
 
     def embedding(self, grid: Grid) -> torch.Tensor:
         pos = grid_positions(grid, self.grid, self.resize, self.device)  # (N, ndim), columns (row, col)
