@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from vitpe.engine.arg_types import non_negative_int, positive_int
 from vitpe.engine.checkpoint import build_from_checkpoint
-from vitpe.engine.cli import run_cli
+from vitpe.engine.cli import add_debug_flag, run_cli
 from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.resolution import cached_evaluate_run, find_run, parse_modes, parse_resolutions, write_reports
 from vitpe.resolution.lengths import cached_evaluate_lengths, parse_lengths
@@ -60,13 +60,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="most images per batch (fewer at large resolutions: about 8k tokens per batch)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--plot-pe", action="store_true", help="also draw each run's PE (PNG files in --out)")
-    parser.add_argument("--debug", action="store_true", help="show the traceback of an error (also VITPE_DEBUG=1)")
+    add_debug_flag(parser)
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    return run_cli(lambda: sweep(args), debug=args.debug or bool(os.environ.get("VITPE_DEBUG")),
+    return run_cli(lambda: sweep(args), debug=args.debug,
                    interrupted=f"the runs evaluated whole are kept in {Path(args.out) / 'runs'}; the same command "
                                f"continues from them",
                    go_on="run the same command: it continues from the runs evaluated whole")

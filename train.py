@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -32,7 +31,7 @@ from vitpe.config import ConfigError, config_from_dict, dump_config, given_keys,
 from vitpe.data.text import Vocabulary
 from vitpe.engine.build import build_model, build_optimizer, build_scheduler
 from vitpe.engine.checkpoint import CheckpointError, load_checkpoint, save_atomic
-from vitpe.engine.cli import run_cli
+from vitpe.engine.cli import add_debug_flag, run_cli
 from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.engine.distributed import DistInfo, all_reduce_sum, init_distributed, shutdown
 from vitpe.engine.loop import TrainState, evaluate, train_one_epoch
@@ -49,7 +48,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--config", help="YAML config (see configs/)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run saved in RUN_DIR")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (summary lines only)")
-    parser.add_argument("--debug", action="store_true", help="show the traceback of an error (also VITPE_DEBUG=1)")
+    add_debug_flag(parser)
     parser.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. train.epochs=5")
     args = parser.parse_intermixed_args(argv)  # overrides may come before or after the flags
     if not args.config and not args.resume:
@@ -82,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         with StopRequests() as stops:
             run(args, stops)
 
-    return run_cli(body, debug=args.debug or bool(os.environ.get("VITPE_DEBUG")),
+    return run_cli(body, debug=args.debug,
                    interrupted="stopped at once, without a new checkpoint; the last checkpoint is intact (--resume "
                                "continues from it)", go_on="--resume the run")
 

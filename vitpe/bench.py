@@ -36,7 +36,7 @@ from vitpe.bench_kernels import kernels_per_step
 from vitpe.bench_stats import CONFIDENCE, paired_speed_ratio
 from vitpe.bench_targets import NOISE_REFERENCE, check_targets, summary, targets_markdown
 from vitpe.engine.arg_types import positive_float, positive_int, positive_int_list
-from vitpe.engine.cli import run_cli
+from vitpe.engine.cli import add_debug_flag, run_cli
 from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.models import TextClassifier, ViT
 
@@ -369,13 +369,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-text", action="store_true")
     parser.add_argument("--no-data", action="store_true")
     parser.add_argument("--data-root", help="CIFAR-10 for the data-pipeline figure (default $VITPE_DATA; else synthetic)")
-    parser.add_argument("--debug", action="store_true", help="show the traceback of an error (also VITPE_DEBUG=1)")
+    add_debug_flag(parser)
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    return run_cli(lambda: run(args), debug=args.debug or bool(os.environ.get("VITPE_DEBUG")),
+    return run_cli(lambda: run(args), debug=args.debug,
                    interrupted=f"nothing was written to {args.out} (a benchmark's figures come from one whole run "
                                f"of interleaved rounds); run it again", go_on="run the benchmark again")
 

@@ -15,8 +15,10 @@ code  meaning
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import errno
+import os
 import signal
 import sys
 import threading
@@ -71,26 +73,29 @@ def describe_os_error(err: OSError, go_on: str) -> str:
     return f"{err.strerror or err}{where}"
 
 
+def add_debug_flag(parser: argparse.ArgumentParser) -> None:
+    """The ``--debug`` flag every command has (``VITPE_DEBUG=1`` sets it too, in :func:`run_cli`)."""
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error (also VITPE_DEBUG=1)")
+
+
 def run_cli(body: Callable[[], None], debug: bool, interrupted: str, go_on: str) -> int:
     """Run ``body`` and turn its outcome into an exit code, printing one line for anything but success.
-    ``interrupted`` is that line for Ctrl-C (what the command kept, and how to go on); ``go_on`` how the command
-    continues after a fault it names (a full disk)."""
+    ``debug`` (or ``VITPE_DEBUG`` in the environment): the traceback instead. ``interrupted`` is that line for Ctrl-C
+    and SIGTERM (what the command kept, and how to go on); ``go_on`` how the command continues after a fault it names
+    (a full disk)."""
+    debug = debug or bool(os.environ.get("VITPE_DEBUG"))
     try:
         with sigterm_stops_at_once():
             body()
-    except Terminated:
-        if debug:
-            raise
-        print(f"terminated (SIGTERM): {interrupted}", file=sys.stderr)
-        return TERMINATED_EXIT
     except Preempted as stop:
         print(str(stop), file=sys.stderr)
         return PREEMPTED_EXIT
-    except KeyboardInterrupt:
+    except (Terminated, KeyboardInterrupt) as stop:
         if debug:
             raise
-        print(f"interrupted: {interrupted}", file=sys.stderr)
-        return 130
+        terminated = isinstance(stop, Terminated)
+        print(f"{'terminated (SIGTERM)' if terminated else 'interrupted'}: {interrupted}", file=sys.stderr)
+        return TERMINATED_EXIT if terminated else 130
     except (*INPUT_ERRORS, OSError) as err:
         if debug:
             raise
