@@ -136,10 +136,11 @@ class BiasEncoding(PositionEncoding):
         return bias.contiguous()
 
     def prepare(self, grid: int | tuple[int, ...]) -> BiasState:
+        grid = self.check_grid(grid)
         bias = super().prepare(grid)  # ((depth,) nH, P + N, P + N); cached where nothing in it is learned
         dtype = _autocast_dtype(bias.device)
         if dtype is not None and bias.dtype != dtype:  # one cast for every layer, where each layer's attention would
-            key = ("state", self.check_grid(grid), self.resize, dtype)  # cast its own slice; a fixed bias's, once
+            key = ("state", grid, self.resize, dtype)  # cast its own slice; a fixed bias's, once
             bias = self.cached_if_fixed(key, lambda: bias.to(dtype))
         # split once: the layers' gradients then gather in one stack, where indexing per layer gives each a zero-filled
         # (depth, ...) copy that autograd then sums (six of each per step on a GPU: launches, for nothing)
