@@ -61,16 +61,22 @@ step() {  # step NAME SECONDS command...: run with a time limit, log to OUT/NAME
 
 step tests 120 "$PYTHON" -m pytest -q -rs tests/test_rotary_triton.py
 step bench_quick 150 "$PYTHON" -m vitpe.bench --device "$device" --quick --out "$out/bench_quick" $bench_args
+ab_runs() {  # ab_runs CHANGE "DIMS PX train|infer" ...: ab_host.py's A/B of CHANGE for each run (batch 128, 9 rounds)
+  local change=$1 run dims px kind
+  shift
+  for run in "$@"; do
+    read -r dims px kind <<< "$run"
+    echo "== $dims dims"
+    "$PYTHON" results/bench/2026-12-02/host/ab_host.py "$change" "$dims" "$px" 128 9 "$kind" "$device" || return $?
+  done
+}
+export -f ab_runs
+export PYTHON device
 # each A/B prints its overheads over none and new/old; 'train 32px rope_axial new/old 0.8' is the Triton kernels' gain
-step rotation_ab 240 bash -c 'for dims in default recipe; do for px in 32 64; do for kind in train infer; do
-  echo "== $dims dims"; "$0" results/bench/2026-12-02/host/ab_host.py rotary_triton $dims $px 128 9 $kind "$1" || exit $?
-  done; done; done' "$PYTHON" "$device"
-
+step rotation_ab 240 bash -c 'ab_runs rotary_triton "$@"' ab_runs "default 32 train" "default 32 infer" \
+  "default 64 train" "default 64 infer" "recipe 32 train" "recipe 32 infer" "recipe 64 train" "recipe 64 infer"
 # the same for the biases: 'train 32px relbias new/old 0.7' would be FlexAttention's gain
-step flex_ab 180 bash -c 'python=$0 device=$1; for run in "recipe 32 train" "recipe 32 infer" "default 64 train"
-  do set -- $run; echo "== $1 dims"
-  "$python" results/bench/2026-12-02/host/ab_host.py flex_bias $1 $2 128 9 $3 "$device" || exit $?; done' \
-  "$PYTHON" "$device"
+step flex_ab 180 bash -c 'ab_runs flex_bias "$@"' ab_runs "recipe 32 train" "recipe 32 infer" "default 64 train"
 
 step bench 240 "$PYTHON" -m vitpe.bench --device "$device" --out "$out/bench" --no-text --no-data $bench_args
 step bench_compiled 300 "$PYTHON" -m vitpe.bench --device "$device" --compile --sizes 32 \
@@ -102,14 +108,11 @@ for line in open(sys.argv[1]):
     r = json.loads(line)
     print(f\"| {r['epoch']} | {100 * r['test_acc']:.2f} | {r['elapsed_s']:.0f} |\")" "$out/recipe_$pe/metrics.jsonl"
   fi
-  if [ -f "$out/rotation_ab.log" ]; then
-    echo; echo "## RoPE's eager rotation: complex product (old) against the Triton kernels (new)"; echo
-    echo '```'; grep -E "^==|new/old|over none" "$out/rotation_ab.log"; echo '```'
-  fi
-  if [ -f "$out/flex_ab.log" ]; then
-    echo; echo "## A bias as SDPA's float mask (old) against FlexAttention's score_mod (new)"; echo
-    echo '```'; grep -E "^==|new/old|over none" "$out/flex_ab.log"; echo '```'
-  fi
+  for ab in "rotation_ab|RoPE's eager rotation: complex product (old) against the Triton kernels (new)" \
+            "flex_ab|A bias as SDPA's float mask (old) against FlexAttention's score_mod (new)"; do
+    log=$out/${ab%%|*}.log
+    [ -f "$log" ] && { echo; echo "## ${ab#*|}"; echo; echo '```'; grep -E "^==|new/old|over none" "$log"; echo '```'; }
+  done
   for name in bench bench_compiled bench_quick; do
     [ -f "$out/$name/bench.md" ] && { echo; echo "## $name"; echo; cat "$out/$name/bench.md"; }
   done
