@@ -29,10 +29,10 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from vitpe.engine.arg_types import non_negative_int, positive_int
-from vitpe.engine.checkpoint import build_from_checkpoint
-from vitpe.engine.cli import add_debug_flag, run_cli
+from vitpe.cli.arg_types import non_negative_int, positive_int
+from vitpe.cli.exits import add_debug_flag, run_cli
 from vitpe.engine.cpu_malloc import keep_freed_memory
+from vitpe.loading.checkpoint import build_from_checkpoint
 from vitpe.resolution import cached_evaluate_run, find_run, parse_modes, parse_resolutions, write_reports
 from vitpe.resolution.lengths import cached_evaluate_lengths, parse_lengths
 from vitpe.resolution.pe_plots import plot_pe

@@ -6,7 +6,7 @@
 
 One process owns a run folder (RUN_DIR/.lock). SIGTERM or Ctrl-C stops after the current step with a checkpoint at
 that step and exit code 75; --resume then continues exactly. Errors are one line (--debug shows the traceback);
-exit codes in vitpe/engine/cli.py.
+exit codes in vitpe/cli/exits.py.
 
 The run folder (``out_dir``) receives config.yaml (resolved), metrics.jsonl (one record per epoch),
 checkpoint.pt (last, written atomically every epoch and every ``train.checkpoint_every`` steps) and best.pt;
@@ -27,20 +27,20 @@ from timm.data import Mixup
 from timm.utils import ModelEmaV3
 
 from vitpe.atomic_files import write_text_atomic
+from vitpe.cli.exits import add_debug_flag, run_cli
 from vitpe.config import ConfigError, config_from_dict, dump_config, given_keys, load_config, to_dict, validate
+from vitpe.data.from_config import build_run_data
 from vitpe.data.text import Vocabulary
-from vitpe.engine.build import build_model, build_optimizer, build_scheduler
-from vitpe.engine.checkpoint import CheckpointError, load_checkpoint, save_atomic
-from vitpe.engine.cli import add_debug_flag, run_cli
 from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.engine.distributed import DistInfo, all_reduce_sum, init_distributed, shutdown
 from vitpe.engine.loop import TrainState, evaluate, train_one_epoch
 from vitpe.engine.metrics_file import append_record, read_records, save_records
+from vitpe.engine.optimizer import build_optimizer, build_scheduler
 from vitpe.engine.preemption import Preempted, StopRequests
-from vitpe.engine.pretrained import apply_architecture, load_pretrained, load_weights
-from vitpe.engine.run_data import build_run_data
-from vitpe.engine.rotary_pairs import CHECKPOINT_KEY as ROTARY_KEY, LAYOUT as ROTARY_LAYOUT, upgrade_checkpoint
 from vitpe.engine.run_lock import RunLock, RunLockedError
+from vitpe.loading.checkpoint import LAYOUT_ENTRIES, CheckpointError, load_checkpoint, save_atomic, upgrade_checkpoint
+from vitpe.loading.pretrained import apply_architecture, load_pretrained, load_weights
+from vitpe.models.from_config import build_model
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -56,10 +56,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def resolve_config(args: argparse.Namespace):
-    """The run's config, and its checkpoint when resuming (a resume with a different config is an error)."""
+def resolve_config(args: argparse.Namespace, notes: list[str]):
+    """The run's config, and its checkpoint when resuming (a resume with a different config is an error); what the
+    overrides changed beyond themselves (a progressive schedule scaled to ``train.epochs``) goes to ``notes``."""
     if not args.resume:
-        return load_config(args.config, args.overrides), None
+        return load_config(args.config, args.overrides, notes=notes), None
     ckpt = load_checkpoint(Path(args.resume) / "checkpoint.pt")
     config = config_from_dict(ckpt["config"])
     if args.config or args.overrides:
@@ -104,7 +105,8 @@ def lock_run_folder(out_dir: Path, dist_info: DistInfo, device: torch.device) ->
 
 def run(args: argparse.Namespace, stops: StopRequests) -> None:
     # ---- config and devices
-    config, ckpt = resolve_config(args)
+    notes: list[str] = []
+    config, ckpt = resolve_config(args, notes)
     t = config.train
     device = torch.device("cuda" if t.device == "auto" and torch.cuda.is_available() else
                           "cpu" if t.device == "auto" else t.device)
@@ -122,6 +124,8 @@ def run(args: argparse.Namespace, stops: StopRequests) -> None:
         if ckpt is None and (out_dir / "checkpoint.pt").exists():
             raise ConfigError(f"{out_dir} already holds a run; continue it with --resume {out_dir} or choose another "
                               f"out_dir")
+        for note in notes if dist_info.is_main else ():
+            print(note, flush=True)
         train(args, config, ckpt, device, dist_info, stops)
     finally:
         if lock is not None:
@@ -141,7 +145,7 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
             print(note, flush=True)
 
     # ---- data
-    data = build_run_data(config, ckpt, device, dist_info,
+    data = build_run_data(config, ckpt, device, rank=dist_info.rank, world=dist_info.world,
                           normalization=dict(mean=pretrained.mean, std=pretrained.std) if pretrained else None)
     num_classes = len(data.classes)
     for split, stats in data.stats.items() if dist_info.is_main else ():
@@ -205,7 +209,7 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
                 "config": to_dict(config), "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict(), "ema": ema.module.state_dict() if ema is not None else None,
                 "train_state": saved_state, "classes": data.classes, **data.checkpoint_extras,
-                "torch": str(torch.__version__), ROTARY_KEY: ROTARY_LAYOUT,
+                "torch": str(torch.__version__), **LAYOUT_ENTRIES,
             }, path)
 
     def stop_if_asked(s: TrainState, saved: bool) -> None:

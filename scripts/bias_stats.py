@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 
 from vitpe.config import config_from_dict
-from vitpe.engine.build import build_scheduler
-from vitpe.engine.checkpoint import CheckpointError, build_from_checkpoint, load_checkpoint
+from vitpe.engine.optimizer import build_scheduler
+from vitpe.loading.checkpoint import CheckpointError, build_from_checkpoint, load_checkpoint
 
 
 def summed_learning_rate(config_dict: dict, steps_per_epoch: int) -> float:

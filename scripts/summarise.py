@@ -17,9 +17,8 @@ from pathlib import Path
 
 import yaml
 
+from vitpe.cli.arg_types import non_negative_int
 from vitpe.config import group_key
-from vitpe.engine.arg_types import non_negative_int
-
 
 BASELINE = "timm plain loop"
 

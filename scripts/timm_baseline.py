@@ -29,11 +29,11 @@ from timm.optim import create_optimizer_v2
 from timm.scheduler import CosineLRScheduler
 
 from vitpe.atomic_files import write_text_atomic
+from vitpe.cli.arg_types import non_negative_int, positive_int
 from vitpe.data import DataError, channel_stats, load_cifar
 from vitpe.data.loader import random_crop, random_hflip
-from vitpe.engine.arg_types import non_negative_int, positive_int
-from vitpe.engine.checkpoint import save_atomic
 from vitpe.engine.metrics_file import append_record, read_records, save_records
+from vitpe.loading.checkpoint import save_atomic
 
 BASELINE = "timm plain loop"  # the label scripts/summarise.py gives these runs
 

@@ -8,8 +8,12 @@ import pytest
 import torch
 
 import vitpe.pe
-from vitpe import bench, bench_targets
-from vitpe.bench_targets import NOISE_REFERENCE, check_targets
+from vitpe.bench import cli as bench
+from vitpe.bench import config as bench_config
+from vitpe.bench import machine as bench_machine
+from vitpe.bench import runner, suites
+from vitpe.bench import targets as bench_targets
+from vitpe.bench.targets import NOISE_REFERENCE, check_targets
 
 ROW_KEYS = {"pe", "img_size", "train_img_s", "infer_img_s", "train_vs_timm", "train_vs_none", "infer_vs_timm",
             "infer_vs_none"}
@@ -48,7 +52,7 @@ def test_quick_mode_writes_valid_json(tmp_path):
 
 
 def test_kernels_are_counted_with_the_backward_and_without_views():
-    from vitpe.bench_kernels import kernels_per_step
+    from vitpe.bench.kernels import kernels_per_step
 
     x = torch.randn(4, 3, requires_grad=True)
     # forward: mul, sum; backward: the seed gradient (ones_like) and the product's gradient (the sum's is a view)
@@ -56,17 +60,6 @@ def test_kernels_are_counted_with_the_backward_and_without_views():
     assert kernels_per_step(lambda: x.detach().t()[:2].unsqueeze(0)) == 0  # views and aliases launch nothing
     assert kernels_per_step(lambda: x.detach().t().reshape(12)) == 1  # a transposed tensor's reshape copies
     assert kernels_per_step(lambda: x.detach() + 1) == 1
-
-
-def test_the_triton_rotations_launches_count_as_kernels(monkeypatch):
-    pytest.importorskip("triton")
-    from vitpe.bench_kernels import kernels_per_step
-    from vitpe.pe import rotary_triton
-
-    def launch_twice() -> None:
-        rotary_triton.launches += 2  # what two launches of its kernel leave behind
-
-    assert kernels_per_step(launch_twice) == 2
 
 
 def test_targets_are_judged_per_site_with_the_noise_floor():
@@ -166,8 +159,8 @@ def test_an_interrupted_benchmark_says_so_and_writes_nothing(tmp_path, capsys, m
 
 
 def test_mean_pooling_benchmarks_both_models_with_the_recipes_head(tmp_path):
-    cfg = bench.BenchConfig(**{**bench.QUICK, "pool": "mean"})
-    timm_model = bench.timm_vit(cfg, 32)
+    cfg = bench_config.BenchConfig(**{**bench_config.QUICK, "pool": "mean"})
+    timm_model = suites.timm_vit(cfg, 32)
     assert timm_model.cls_token is None and timm_model.global_pool == "avg"
     assert bench.main(["--quick", "--out", str(tmp_path), "--pool", "mean", "--pes", "learnable", "--no-text",
                        "--no-data"]) == 0
@@ -219,12 +212,12 @@ def test_one_target_table_over_several_runs(tmp_path, capsys):
 def test_a_result_names_the_cpu_that_ran_it():
     cpuinfo = Path("/proc/cpuinfo")
     named = cpuinfo.exists() and any(line.startswith("model name") for line in cpuinfo.read_text().splitlines())
-    info = bench.machine()
+    info = bench_machine.machine()
     if named:  # Linux on x86 names its CPU there; the record and the bench.md header carry the name
-        assert info["cpu_model"] and bench._cpu_line(info).startswith(info["cpu_model"])
-    assert bench._cpu_line({"processor": "x86_64", "cpu_model": "AMD EPYC", "l2_cache": "1024K",
+        assert info["cpu_model"] and bench_machine.cpu_line(info).startswith(info["cpu_model"])
+    assert bench_machine.cpu_line({"processor": "x86_64", "cpu_model": "AMD EPYC", "l2_cache": "1024K",
                             "l3_cache": "32768K"}) == "AMD EPYC (L2 1024K, L3 32768K)"
-    assert bench._cpu_line({"processor": "x86_64"}) == "x86_64"  # a result saved before the CPU was recorded
+    assert bench_machine.cpu_line({"processor": "x86_64"}) == "x86_64"  # a result saved before the CPU was recorded
 
 
 def test_a_compiled_benchmark_compiles_every_variant_or_fails():
@@ -244,7 +237,7 @@ def test_a_compiled_benchmark_compiles_every_variant_or_fails():
     compiled = torch.compile(double, backend=counter)
     default_limit = dynamo.config.cache_size_limit
     try:
-        with bench.compile_limits(len(dtypes)):
+        with runner.compile_limits(len(dtypes)):
             for dtype in dtypes:
                 compiled(torch.ones(2, dtype=dtype))
             assert counter.frame_count == len(dtypes)  # all compiled: none ran eagerly past the default limit

@@ -1,10 +1,10 @@
-"""Paired speed ratios and their bootstrap interval (vitpe.bench_stats)."""
+"""Paired speed ratios and their bootstrap interval (vitpe.bench.stats)."""
 
 import random
 
 import pytest
 
-from vitpe.bench_stats import paired_speed_ratio
+from vitpe.bench.stats import paired_speed_ratio
 
 
 def test_a_drift_shared_by_a_round_cancels_in_the_paired_ratio():

@@ -1,6 +1,11 @@
-import pytest
+from pathlib import Path
 
-from vitpe.config import ConfigError, config_from_dict, default_data_root, load_config
+import pytest
+import torch
+import yaml
+
+from vitpe.config import ConfigError, config_from_dict, default_data_root, load_config, to_dict
+from vitpe.models.from_config import build_model
 
 
 def test_yaml_and_dotted_overrides(tmp_path):
@@ -89,9 +94,34 @@ def test_data_root_defaults_to_env(monkeypatch):
     assert config_from_dict({}).data.root == "./data"
 
 
-@pytest.mark.parametrize("name", ["smoke", "cifar10", "cifar10_gpu", "cifar100"])
-def test_presets_load(name):
-    load_config(f"configs/{name}.yaml")
+def _leaves(tree: dict, prefix: tuple = ()):
+    for key, value in tree.items():
+        if isinstance(value, dict) and key != "pe_options":
+            yield from _leaves(value, (*prefix, key))
+        else:
+            yield (*prefix, key), value
+
+
+@pytest.mark.parametrize("path", sorted(Path("configs").glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_preset_keeps_every_value_it_sets_and_builds_its_model(path):
+    raw = yaml.safe_load(path.read_text())
+    config = load_config(path)
+    resolved = to_dict(config)
+    for keys, value in _leaves(raw):
+        got = resolved
+        for key in keys:
+            got = got[key]
+        assert got == value, f"{path}: {'.'.join(keys)} is {got!r} after loading, the file sets {value!r}"
+    if config.model.init:  # a timm model sets the architecture: built in test_pretrained.py
+        return
+    if config.task == "text":
+        model = build_model(config, num_classes=2, vocab=["<pad>", "<unk>", "<cls>", "a", "b"])
+        logits = model(torch.tensor([[3, 4, 3]]), torch.ones(1, 3, dtype=torch.bool))
+        assert logits.shape == (1, 2)
+        return
+    model = build_model(config, num_classes=10).eval()
+    for size in {*config.train.img_sizes, config.data.img_size}:  # every training size and the evaluation size
+        assert model(torch.zeros(1, 3, size, size)).shape == (1, 10)
 
 
 def test_group_key_ignores_seed_and_place_and_fills_keys_added_later():
@@ -104,3 +134,73 @@ def test_group_key_ignores_seed_and_place_and_fills_keys_added_later():
     assert group_key(full) == group_key(older)
     assert group_key(full) != group_key(to_dict(load_config(None, ["task=text", "data.dataset=sst2",
                                                                    "train.lr=0.01"])))
+
+
+@pytest.mark.parametrize("overrides, says", [
+    (["model.pe=rope_mixd"], "model.pe: unknown position encoding 'rope_mixd' (did you mean 'rope_mixed'?)"),
+    (["model.pe=learnable+rope_axail"], "did you mean 'rope_axial'?"),
+    (["model.pe=t5bias"], "model.pe: t5bias works on 1D grids only, not on images"),
+    (["task=text", "data.dataset=order", "model.pe=separable"], "model.pe: separable works on 2D grids only, not on text"),
+    (["model.pe=rope_axial", "model.pe_options.thetaa=3"],
+     "unknown option model.pe_options.thetaa for position encoding rope_axial (did you mean theta?)"),
+    (["model.pe=learnable+rope_axial", "model.pe_options.rope_axal.theta=3"], "keyed by member"),
+    (["model.pe=learnable+rope_axial", "model.pe_options.rope_axial.thet=3"], "did you mean theta?"),
+    (["model.pe_resize=extrapolat"], "model.pe_resize 'extrapolat' is not a resize mode (did you mean extrapolate"),
+])
+def test_the_pe_is_checked_against_the_registry_with_the_config(overrides, says):
+    with pytest.raises(ConfigError) as err:
+        config_from_dict({}, overrides)
+    assert says in str(err.value)
+
+
+def test_a_composed_pe_takes_each_members_options_and_resize():
+    config = config_from_dict({}, ["model.pe=learnable+rope_axial", "model.pe_options.rope_axial.theta=3",
+                                   "model.pe_options.rope_axial.resize=extrapolate"])
+    members = build_model(config, num_classes=10).pe.members
+    assert members["rope_axial"].theta == 3 and members["rope_axial"].resize == "extrapolate"
+
+
+@pytest.mark.parametrize("epochs, sizes, schedule", [
+    (17, [16, 20, 24, 28, 32], [5, 4, 3, 3, 2]),   # the config's own
+    (34, [16, 20, 24, 28, 32], [10, 8, 6, 6, 4]),  # twice as long: every share kept exactly
+    (10, [16, 20, 24, 28, 32], [3, 2, 2, 2, 1]),
+    (2, [20, 32], [1, 1]),                          # sizes left without an epoch drop out
+    (1, [32], [1]),                                 # the final size keeps its epoch
+])
+def test_train_epochs_scales_a_progressive_schedule(epochs, sizes, schedule):
+    notes = []
+    config = load_config("configs/cifar10.yaml", [f"train.epochs={epochs}"], notes=notes)
+    assert (config.train.epochs, config.train.img_sizes, config.train.img_size_epochs) == (epochs, sizes, schedule)
+    assert bool(notes) == (epochs != 17)
+    if notes:
+        assert f"scaled to {epochs} epochs" in notes[0] and f"train.img_size_epochs={schedule}" in notes[0]
+
+
+def test_one_training_size_drops_the_schedule_and_a_given_schedule_is_kept():
+    config = load_config("configs/cifar10.yaml", ["train.img_sizes=[32]", "train.epochs=3"])
+    assert (config.train.img_sizes, config.train.img_size_epochs, config.train.epochs) == ([32], [], 3)
+    config = load_config("configs/cifar10.yaml", ["train.img_sizes=[16,32]", "train.img_size_epochs=[2,1]",
+                                                  "train.epochs=3"])
+    assert (config.train.img_sizes, config.train.img_size_epochs) == ([16, 32], [2, 1])
+
+
+def test_split_epochs_keeps_the_total_and_the_last_size():
+    from vitpe.config import split_epochs
+
+    for schedule in ([5, 4, 3, 3, 2], [1, 9], [3, 3, 3], [1]):
+        for total in range(1, 40):
+            scaled = split_epochs(schedule, total)
+            assert sum(scaled) == total and scaled[-1] >= 1 and len(scaled) == len(schedule)
+            shares = [e * total / sum(schedule) for e in schedule]
+            raised = shares[-1] < 1  # the last size was given its epoch by the size with the most
+            assert all(abs(s - share) < 1 + raised for s, share in zip(scaled, shares))
+
+
+def test_train_py_says_how_it_scaled_the_schedule(tmp_path, capsys):
+    import train
+
+    out = tmp_path / "run"
+    assert train.main(["--config", "configs/cifar10.yaml", "train.epochs=2", f"out_dir={out}", "data.dataset=synthetic",
+                       "data.synthetic_size=64", "model.dim=32", "model.depth=1", "--no-progress"]) == 0
+    assert "train.epochs=2: the progressive schedule" in capsys.readouterr().out
+    assert load_config(out / "config.yaml").train.img_size_epochs == [1, 1]

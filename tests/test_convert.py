@@ -10,7 +10,7 @@ import timm
 import torch
 
 import vitpe
-from vitpe.convert import UnsupportedModelError
+from vitpe.loading.convert import UnsupportedModelError
 
 TOLERANCE = 1e-4  # max |difference| relative to the largest logit
 
@@ -107,8 +107,8 @@ def test_rope_vit_logits_match_at_every_size(case):
 def test_rope_vit_rotation_layout_matters():
     """rope-vit and vitpe both pair channels (2j, 2j + 1); paired otherwise (q and k rows of one block reordered to
     the rotate-half layout) the logits differ: the logit test sees the pairing."""
-    from vitpe.convert import convert
-    from vitpe.engine.rotary_pairs import half_to_interleaved
+    from vitpe.loading.convert import convert
+    from vitpe.loading.rotary_pairs import half_to_interleaved
     model = perturbed("vit_small_patch16_rope_224", **SMALL, img_size=64)
     converted = convert(model)
     q, k, v = converted.state_dict["blocks.0.attn.qkv.weight"].chunk(3)

@@ -1,10 +1,11 @@
 import pytest
 import torch
 
-from vitpe.config import config_from_dict
-from vitpe.engine.build import build_model, build_optimizer, build_scheduler
 from vitpe.atomic_files import save_figure_atomic, write_text_atomic
-from vitpe.engine.checkpoint import CheckpointError, load_checkpoint, save_atomic
+from vitpe.config import config_from_dict
+from vitpe.engine.optimizer import build_optimizer, build_scheduler
+from vitpe.loading.checkpoint import CheckpointError, load_checkpoint, save_atomic
+from vitpe.models.from_config import build_model
 
 
 @pytest.mark.parametrize("pe,table", [("rope_mixed", "pe.freqs"), ("relbias", "pe.relative_bias_table"),

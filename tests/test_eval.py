@@ -7,8 +7,8 @@ import pytest
 
 import eval as eval_cli
 import train
+from vitpe.loading.checkpoint import model_from_checkpoint
 from vitpe.resolution import parse_resolutions
-from vitpe.engine.checkpoint import model_from_checkpoint
 from vitpe.resolution.sweep import batch_size_for
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import DIM, HEADS, PREFIX, Encoder, make_pe, tokens
 
 import train
 import vitpe.pe
-from conftest import DIM, HEADS, PREFIX, Encoder, make_pe, tokens
 
 SMOKE = str(Path(__file__).resolve().parents[1] / "configs" / "smoke.yaml")
 

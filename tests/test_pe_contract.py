@@ -4,9 +4,9 @@ import math
 
 import pytest
 import torch
+from conftest import DEPTH, DIM, HEADS, PREFIX, Encoder, case_id, cases, make_pe, tokens
 
 import vitpe.pe
-from conftest import DEPTH, DIM, HEADS, PREFIX, Encoder, case_id, cases, make_pe, tokens
 
 CASES = cases()
 LEARNED_ABSOLUTE = {"learnable", "separable"}
@@ -102,17 +102,84 @@ def test_gradients_reach_every_parameter(case):
         assert torch.isfinite(param.grad).all() and param.grad.abs().sum() > 0, pname
 
 
-@pytest.mark.parametrize("mode", ["interpolate", "extrapolate"])
-@pytest.mark.parametrize("case", CASES, ids=case_id)
-def test_other_grids_in_both_modes(case, mode):
+def encoding(pe: vitpe.pe.PositionEncoding, grid) -> torch.Tensor:
+    """What ``pe`` does at each cell of ``grid``, laid out on the grid: the vector added to a token (tokens site),
+    a fixed vector as rotated at each cell (q,k site: (nH, *grid, Dh)), or the bias between every pair of cells
+    (logits site: (nH, *grid, *grid)). Block 0; prefix tokens left out."""
+    state = pe.prepare(grid)
+    cells = math.prod(grid)
+    if pe.site == "tokens":
+        added = pe.add_to_tokens(torch.zeros(1, PREFIX + cells, DIM), state, 0)[0, PREFIX:]  # (N, D)
+        return added.reshape(*grid, DIM)
+    if pe.site == "qk":
+        vector = torch.randn(DIM // HEADS, generator=torch.Generator().manual_seed(3))
+        rotated = pe.rotate(vector.expand(1, HEADS, PREFIX + cells, -1), state, 0)[0, :, PREFIX:]  # (nH, N, Dh)
+        return rotated.reshape(HEADS, *grid, -1)
+    bias = pe.attention_bias(state, 0)[:, PREFIX:, PREFIX:]  # (nH, N, N)
+    return bias.reshape(HEADS, *grid, *grid)
+
+
+def corner(enc: torch.Tensor, site: str, grid) -> torch.Tensor:
+    """The part of ``enc`` (:func:`encoding`) that lies on the first cells of each axis, a ``grid`` of them."""
+    cells = tuple(slice(0, g) for g in grid)
+    if site == "tokens":
+        return enc[cells]
+    if site == "qk":
+        return enc[(slice(None), *cells)]
+    return enc[(slice(None), *cells, *cells)]
+
+
+GEOMETRIC = [c for c in CASES if c[0] not in ("none", "peg")]  # none has no positions, peg reads the tokens
+
+
+@pytest.mark.parametrize("case", GEOMETRIC, ids=case_id)
+def test_extrapolating_to_a_smaller_grid_is_the_reference_encoding_cut_to_it(case):
     name, ndim = case
-    encoder = Encoder(make_pe(name, ndim, resize=mode))
+    pe = make_pe(name, ndim, resize="extrapolate")
+    reference = encoding(pe, pe.grid)
+    for grid in other_grids(ndim):
+        if not larger(grid, pe.grid):
+            torch.testing.assert_close(encoding(pe, grid), corner(reference, pe.site, grid), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", GEOMETRIC, ids=case_id)
+def test_extrapolating_to_a_larger_grid_keeps_the_reference_encoding_in_its_corner(case):
+    name, ndim = case
+    pe = make_pe(name, ndim, resize="extrapolate")
+    reference = encoding(pe, pe.grid)
+    for grid in other_grids(ndim):
+        if not larger(grid, pe.grid):
+            continue
+        if name in LEARNED_ABSOLUTE:  # no learned positions beyond the table: the error names the mode that works
+            with pytest.raises(vitpe.pe.ResizeError, match="interpolate"):
+                pe.prepare(grid)
+            continue
+        grown = grid if all(g >= r for g, r in zip(grid, pe.grid)) else tuple(map(max, grid, pe.grid))
+        torch.testing.assert_close(corner(encoding(pe, grown), pe.site, pe.grid), reference, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["interpolate", "extrapolate"])
+@pytest.mark.parametrize("case", [c for c in GEOMETRIC if vitpe.pe.get(c[0]).site == "logits"], ids=case_id)
+def test_a_bias_depends_only_on_the_offset_at_every_grid_in_both_modes(case, mode):
+    name, ndim = case
+    pe = make_pe(name, ndim, resize=mode)
+    for grid in [pe.grid, *other_grids(ndim)]:
+        bias = pe.attention_bias(pe.prepare(grid), 0)[:, PREFIX:, PREFIX:]  # (nH, N, N)
+        coords = torch.stack(torch.meshgrid(*[torch.arange(g) for g in grid], indexing="ij"), -1).reshape(-1, ndim)
+        offsets = (coords[:, None] - coords[None]).reshape(-1, ndim)  # (N * N, ndim), query minus key
+        flat = bias.reshape(HEADS, -1)
+        for offset in offsets.unique(dim=0):
+            same = flat[:, (offsets == offset).all(-1)]  # every pair of cells at this offset
+            torch.testing.assert_close(same, same[:, :1].expand_as(same), rtol=1e-5, atol=1e-6)
+        assert torch.isfinite(bias).all()
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_the_encoder_runs_at_other_grids_in_interpolate_mode(case):
+    name, ndim = case
+    encoder = Encoder(make_pe(name, ndim, resize="interpolate"))
     for grid in other_grids(ndim):
         x = tokens(grid)
-        if name in LEARNED_ABSOLUTE and mode == "extrapolate" and larger(grid, encoder.pe.grid):
-            with pytest.raises(vitpe.pe.ResizeError, match="interpolate"):
-                encoder(x, grid)
-            continue
         out = encoder(x, grid)
         assert out.shape == x.shape and torch.isfinite(out).all(), grid
 

@@ -1,7 +1,9 @@
+import re
+
 import pytest
+from conftest import DEPTH, DIM, HEADS
 
 import vitpe.pe
-from conftest import DEPTH, DIM, HEADS
 
 EXPECTED = {"none", "learnable", "separable", "sincos", "rope_axial", "rope_mixed", "relbias", "t5bias", "cpb",
             "alibi", "peg"}
@@ -51,13 +53,22 @@ def test_options_report_defaults():
     assert vitpe.pe.options("none") == {}
 
 
+SITE_WORDS = {"tokens": "tokens", "qk": "q, k", "logits": "logits", "none": "none"}
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_every_encoding_documents_paper_site_and_shapes(name):
+def test_every_encoding_documents_paper_site_shapes_and_options(name):
+    """The module docstring of a PE opens with its registered name, says the site it acts at (the one it declares),
+    cites a paper with its year, gives a shape, and documents every option it takes (there or in the class)."""
     cls = vitpe.pe.get(name)
     doc = __import__(cls.__module__, fromlist=["_"]).__doc__
-    assert "Site" in doc and ("Paper" in doc or name == "none")
-    assert name == "none" or "shape" in doc
-    assert cls.site in vitpe.pe.SITES
+    assert doc.startswith(f"``{name}`` -- ")
+    assert re.search(rf"Site: {re.escape(SITE_WORDS[cls.site])}\b", doc), f"{name}: no 'Site: {SITE_WORDS[cls.site]}'"
+    if name != "none":
+        assert re.search(r"Papers?: .*\b(19|20)\d\d\b", doc, re.S), f"{name}: no paper with its year"
+        assert re.search(r"\((?:[\w +\-*/]+, )+[\w +\-*/]+\)", doc), f"{name}: no shape like (N, D)"
+    undocumented = [o for o in vitpe.pe.options(name) if f"``{o}``" not in doc + (cls.__doc__ or "")]
+    assert not undocumented, f"{name}: options {undocumented} are not documented"
 
 
 def test_bad_arguments_give_clear_errors():

@@ -13,7 +13,7 @@ from PIL import Image
 
 import eval as eval_cli
 import train
-from vitpe.engine.checkpoint import model_from_checkpoint
+from vitpe.loading.checkpoint import model_from_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 FINETUNE = str(ROOT / "configs" / "finetune.yaml")

@@ -19,10 +19,10 @@ import torch
 from PIL import Image
 
 import train
-from vitpe.engine import checkpoint as checkpoint_module
+from vitpe.loading import checkpoint as checkpoint_module
 from vitpe.engine import metrics_file
-from vitpe.engine.checkpoint import load_checkpoint
 from vitpe.engine.preemption import PREEMPTED_EXIT, StopRequests
+from vitpe.loading.checkpoint import load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")

@@ -5,9 +5,10 @@ import torch
 
 import vitpe.pe.sites as sites
 from vitpe.config import config_from_dict, to_dict
-from vitpe.engine.build import build_model, build_optimizer
-from vitpe.engine.checkpoint import CheckpointError, build_from_checkpoint
-from vitpe.engine.rotary_pairs import CHECKPOINT_KEY, LAYOUT, rotated_projections, upgrade_checkpoint
+from vitpe.engine.optimizer import build_optimizer
+from vitpe.loading.checkpoint import CheckpointError, build_from_checkpoint, upgrade_checkpoint
+from vitpe.loading.rotary_pairs import CHECKPOINT_KEY, LAYOUT, rotated_projections
+from vitpe.models.from_config import build_model
 
 MODEL = dict(dim=32, depth=2, heads=2, mlp_ratio=2.0, patch_size=4)
 

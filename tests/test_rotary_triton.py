@@ -2,6 +2,7 @@
 interpreter and checked against the complex product of vitpe/pe/rotary.py, forward and backward."""
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -178,3 +179,25 @@ def test_cuda_takes_the_kernels_and_matches_the_cpu():
     gpu, gpu_grads = _rotated_with_grads(rotary.rotate_qk_of_qkv, *leaves, tuple(g.cuda() for g in grads))
     for got, want in zip((*gpu, *gpu_grads), (*cpu, *cpu_grads)):
         torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_steps_kernels_include_the_triton_launches(kernels, monkeypatch):
+    """The benchmark's kernel count (vitpe.bench.kernels) sees the aten operations of a step and adds the Triton
+    kernels the rotation launched: one forward, one backward here. (Triton's interpreter, which runs them on the
+    CPU here, adds aten operations of its own; on a GPU a launch is one kernel.)"""
+    from vitpe.bench.kernels import KernelCounter, kernels_per_step
+
+    monkeypatch.setitem(sys.modules, "vitpe.pe.rotary_triton", kernels)  # where the count looks for launches
+    proj = _projections(BATCH, torch.float32)
+    cos, sin = _angles("shared")
+
+    def step() -> None:
+        proj.grad = None  # every call the same operations
+        q, k, v = kernels.FusedRotaryQK.apply(proj.permute(2, 0, 3, 1, 4), cos, sin)
+        (q.sum() + k.sum() + v.sum()).backward()
+
+    with KernelCounter() as counter:
+        launched = kernels.launches
+        step()
+        assert kernels.launches - launched == 2
+    assert kernels_per_step(step) == sum(counter.ops.values()) + 2

@@ -4,10 +4,10 @@ import contextlib
 import importlib.util
 import io
 import json
-import time
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest

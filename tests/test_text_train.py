@@ -12,7 +12,7 @@ import eval as eval_cli
 import train
 from vitpe.config import ConfigError, load_config
 from vitpe.data.text import Vocabulary
-from vitpe.engine.checkpoint import model_from_checkpoint
+from vitpe.loading.checkpoint import model_from_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("VITPE_DATA", ROOT / ".." / "shared" / "data"))

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import train
-from vitpe.engine.checkpoint import load_checkpoint, model_from_checkpoint
+from vitpe.loading.checkpoint import load_checkpoint, model_from_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("VITPE_DATA", ROOT / ".." / "shared" / "data"))
@@ -35,7 +35,7 @@ def test_smoke_run_writes_a_complete_run_folder(tmp_path):
         assert METRIC_KEYS <= set(r) and 0 <= r["test_acc"] <= 1 and 0 <= r["train_acc"] <= 1
     ckpt = torch.load(out / "checkpoint.pt", weights_only=True)  # plain tensors and containers only
     assert ckpt["config"]["model"]["pe"] == "rope_mixed"
-    assert ckpt["rotary_pairs"] == "interleaved"  # the layout it was trained in (vitpe.engine.rotary_pairs)
+    assert ckpt["rotary_pairs"] == "interleaved"  # the layout it was trained in (vitpe.loading.rotary_pairs)
     model, _ = model_from_checkpoint(out / "best.pt")  # the checkpoint alone rebuilds its model
     assert model.pe.name == "rope_mixed" and model(torch.zeros(1, 3, 16, 16)).shape == (1, 10)
     assert "pe: rope_mixed" in (out / "config.yaml").read_text()

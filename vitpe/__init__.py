@@ -1,7 +1,7 @@
 """vitpe: pluggable position encodings for Vision Transformers, with resolution transfer built in."""
 
 from vitpe import pe
-from vitpe.convert import from_timm
+from vitpe.loading.convert import from_timm
 from vitpe.models import TextClassifier, ViT
 
 __version__ = "0.1.0"

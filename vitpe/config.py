@@ -19,6 +19,9 @@ from typing import Any
 import yaml
 
 from vitpe.atomic_files import write_text_atomic
+from vitpe.pe import registry
+from vitpe.pe.composed import SEPARATOR, member_names
+from vitpe.pe.grid import RESIZE_MODES
 
 
 class ConfigError(ValueError):
@@ -193,17 +196,66 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise ConfigError(f"override {text!r}: cannot parse the value ({err})") from None
 
 
-def config_from_dict(data: dict[str, Any], overrides: typing.Sequence[str] = (), *,
-                     for_training: bool = True) -> Config:
+def config_from_dict(data: dict[str, Any], overrides: typing.Sequence[str] = (), *, for_training: bool = True,
+                     notes: list[str] | None = None) -> Config:
     """Build a :class:`Config` from a nested mapping plus dotted overrides, strictly. ``for_training=False``: the
     config of a saved run, to rebuild its model or name its group; the ranges of training-only values (learning
-    rates, augmentation, ...) are then not checked, so a run saved before a check was added still evaluates."""
+    rates, augmentation, ...) are then not checked, so a run saved before a check was added still evaluates.
+
+    An override of the epochs or sizes of a progressive-resizing schedule adapts the schedule the mapping gives
+    (:func:`fit_size_schedule`); what it did is appended to ``notes``, for the run's log."""
     tree = _as_tree(data)
-    for text in overrides:
-        _set_dotted(tree, *parse_override(text))
+    parsed = [parse_override(text) for text in overrides]
+    for key, value in parsed:
+        _set_dotted(tree, key, value)
     config = _fill(Config, tree)
+    note = fit_size_schedule(config.train, {key for key, _ in parsed})
+    if note and notes is not None:
+        notes.append(note)
     validate(config, for_training=for_training)
     return config
+
+
+def split_epochs(epochs: list[int], total: int) -> list[int]:
+    """``epochs`` (one count per size) rescaled to ``total`` epochs, each size keeping its share as nearly as whole
+    epochs allow (largest remainders), the last size at least one epoch; a size may get 0."""
+    shares = [e * total / sum(epochs) for e in epochs]
+    scaled = [int(share) for share in shares]
+    by_remainder = sorted(range(len(shares)), key=lambda i: (scaled[i] - shares[i], i))
+    for i in by_remainder[:total - sum(scaled)]:
+        scaled[i] += 1
+    if scaled[-1] == 0:  # the final size is the one the model is tested at: it keeps at least one epoch
+        donor = max(range(len(scaled) - 1), key=lambda i: (scaled[i], -i))
+        scaled[donor] -= 1
+        scaled[-1] = 1
+    return scaled
+
+
+def fit_size_schedule(train: TrainConfig, overridden: set[str]) -> str | None:
+    """Adapt a progressive-resizing schedule (``train.img_sizes`` with ``train.img_size_epochs``) that came with the
+    config to what the overrides changed, and say what was done (None: nothing):
+
+    * ``train.epochs=N`` alone: the schedule is scaled to N epochs, each size keeping its share, at least one epoch
+      at the final size (sizes left with no epoch are dropped);
+    * ``train.img_sizes=[S]`` alone (one size): the schedule is dropped, every epoch is at S.
+
+    A schedule given in the overrides themselves is taken as it is (and checked by :func:`validate`)."""
+    if not train.img_size_epochs or "train.img_size_epochs" in overridden:
+        return None
+    if "train.img_sizes" in overridden:
+        if len(train.img_sizes) != 1:
+            return None
+        train.img_size_epochs = []
+        return f"train.img_sizes={train.img_sizes}: one size, so the config's progressive schedule is dropped"
+    if "train.epochs" not in overridden or train.epochs < 1 or sum(train.img_size_epochs) == train.epochs:
+        return None
+    before = f"{train.img_sizes} for {train.img_size_epochs} epochs"
+    scaled = split_epochs(train.img_size_epochs, train.epochs)
+    train.img_sizes = [size for size, e in zip(train.img_sizes, scaled) if e]
+    train.img_size_epochs = [e for e in scaled if e]
+    return (f"train.epochs={train.epochs}: the progressive schedule ({before}) is scaled to {train.epochs} epochs, "
+            f"each size keeping its share: train.img_sizes={train.img_sizes}, "
+            f"train.img_size_epochs={train.img_size_epochs}")
 
 
 def _as_tree(data: dict[str, Any]) -> dict[str, Any]:
@@ -222,9 +274,11 @@ def _read_yaml(path: str | os.PathLike | None) -> dict[str, Any]:
         raise ConfigError(f"config file {str(path)!r} is not valid YAML: {err}") from None
 
 
-def load_config(path: str | os.PathLike | None, overrides: typing.Sequence[str] = ()) -> Config:
-    """Read a YAML file (or start from defaults when ``path`` is None) and apply ``key=value`` overrides."""
-    return config_from_dict(_read_yaml(path), overrides)
+def load_config(path: str | os.PathLike | None, overrides: typing.Sequence[str] = (), *,
+                notes: list[str] | None = None) -> Config:
+    """Read a YAML file (or start from defaults when ``path`` is None) and apply ``key=value`` overrides (what they
+    changed beyond themselves is appended to ``notes``: :func:`config_from_dict`)."""
+    return config_from_dict(_read_yaml(path), overrides, notes=notes)
 
 
 def given_keys(path: str | os.PathLike | None, overrides: typing.Sequence[str] = ()) -> set[str]:
@@ -260,6 +314,13 @@ def group_key(config: dict[str, Any] | Config) -> str:
     return json.dumps(tree, sort_keys=True)
 
 
+def reference_size(config: Config) -> int:
+    """The image size the model and its PE are built for: ``model.img_size`` when set, else the training size, or
+    the native size (``data.img_size``) when training uses several sizes."""
+    sizes = config.train.img_sizes
+    return config.model.img_size or (sizes[0] if len(sizes) == 1 else config.data.img_size)
+
+
 def dump_config(config: Config, path: str | os.PathLike) -> None:
     """Write the resolved config as YAML, atomically (temporary file + rename)."""
     write_text_atomic(yaml.safe_dump(to_dict(config), sort_keys=False), path)
@@ -270,6 +331,46 @@ TEXT_DATASETS = ("sst2", "order", "adjacent")
 DATASETS = IMAGE_DATASETS + TEXT_DATASETS
 TASKS = ("image", "text")
 PAD_MODES = ("zero", "reflect")
+
+
+def check_pe(model: ModelConfig, grid_dims: int) -> None:
+    """``model.pe`` (each member of a composed name), ``model.pe_options`` and ``model.pe_resize`` against the PE
+    registry, for a ``grid_dims``-D task: an unknown name or option is an error naming the key, with the close
+    names, before any model is built."""
+    try:
+        names = member_names(model.pe) if SEPARATOR in model.pe else [model.pe]
+        classes = [registry.get(name) for name in names]
+    except ValueError as err:
+        raise ConfigError(f"model.pe: {err}") from None
+    for name, cls in zip(names, classes):
+        if grid_dims not in cls.grid_dims:
+            kinds = " and ".join(f"{d}D" for d in cls.grid_dims)
+            task = "text (1D sequences)" if grid_dims == 1 else "images (2D grids)"
+            raise ConfigError(f"model.pe: {name} works on {kinds} grids only, not on {task}; choose one of "
+                              f"{', '.join(n for n in registry.available() if grid_dims in registry.get(n).grid_dims)}")
+    if model.pe_resize not in RESIZE_MODES:
+        raise ConfigError(f"model.pe_resize {model.pe_resize!r} is not a resize mode"
+                          f"{_suggest(model.pe_resize, RESIZE_MODES)}; choose one of {list(RESIZE_MODES)}")
+    if len(names) == 1:
+        _check_pe_options(names[0], model.pe_options, "model.pe_options")
+        return
+    for member, opts in model.pe_options.items():
+        if member not in names:
+            raise ConfigError(f"model.pe_options: the options of the composed PE {model.pe} are keyed by member "
+                              f"({', '.join(names)}), e.g. model.pe_options.{names[-1]}.OPTION=VALUE; got {member!r}"
+                              f"{_suggest(str(member), names)}")
+        if not isinstance(opts, dict):
+            raise ConfigError(f"model.pe_options.{member} must be a mapping of {member}'s options, got {opts!r}")
+        _check_pe_options(member, {k: v for k, v in opts.items() if k != "resize"}, f"model.pe_options.{member}")
+
+
+def _check_pe_options(name: str, given: dict[str, Any], key: str) -> None:
+    own = registry.options(name)
+    for option in given:
+        if option not in own:
+            valid = ", ".join(own) if own else "none"
+            raise ConfigError(f"unknown option {key}.{option} for position encoding {name}"
+                              f"{_suggest(str(option), own)}; its options are: {valid}")
 
 
 def validate(config: Config, for_training: bool = True) -> None:
@@ -341,6 +442,7 @@ def validate(config: Config, for_training: bool = True) -> None:
     for ok, key, what in checks:
         if not ok:
             raise ConfigError(f"{key} must be {what}")
+    check_pe(m, grid_dims=1 if config.task == "text" else 2)
     if config.task == "text":
         return
     patch = config.model.patch_size
@@ -351,9 +453,16 @@ def validate(config: Config, for_training: bool = True) -> None:
             raise ConfigError(f"{key}: {size} is not a positive multiple of model.patch_size {patch}")
     if t.img_size_epochs:
         if len(t.img_size_epochs) != len(t.img_sizes) or min(t.img_size_epochs) < 1:
+            even = split_epochs([1] * len(t.img_sizes), t.epochs)
+            fix = f"train.img_size_epochs={even}, or " if min(even) >= 1 else ""
             raise ConfigError(f"train.img_size_epochs must give a number of epochs (>= 1) for each of train.img_sizes "
-                              f"{t.img_sizes}; got {t.img_size_epochs}")
+                              f"{t.img_sizes}; got {t.img_size_epochs}: give {fix}train.img_size_epochs=[] to draw "
+                              f"one of the sizes for every batch")
         if sum(t.img_size_epochs) != t.epochs:
+            scaled = split_epochs(t.img_size_epochs, t.epochs)
+            fix = f"train.img_size_epochs={[e for e in scaled if e]}"
+            if 0 in scaled:
+                fix = f"train.img_sizes={[size for size, e in zip(t.img_sizes, scaled) if e]} {fix}"
             raise ConfigError(f"train.img_size_epochs {t.img_size_epochs} add up to {sum(t.img_size_epochs)} epochs, "
-                              f"but train.epochs is {t.epochs}: give one number per size in train.img_sizes that "
-                              f"add up to {t.epochs}, or train.img_sizes=[32] for one size")
+                              f"but train.epochs is {t.epochs}: give train.epochs={sum(t.img_size_epochs)}, or {fix} "
+                              f"for {t.epochs} epochs")

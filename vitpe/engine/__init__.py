@@ -1,1 +1,2 @@
-"""Training machinery: building a run from its config, the epoch loop, checkpoints, distributed set-up."""
+"""The training run: the epoch loop and evaluation, the optimiser and schedule, the metrics file, the run folder's
+lock, preemption by signals, distributed set-up and the CPU allocator's settings."""

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from vitpe.atomic_files import write_text_atomic
-from vitpe.engine.checkpoint import CheckpointError
+from vitpe.loading.checkpoint import CheckpointError
 
 
 def append_record(record: dict[str, Any], path: str | os.PathLike) -> None:

@@ -107,7 +107,7 @@ def _angle_strides(cos: torch.Tensor) -> tuple[int, int, int]:
     return cos.stride(0), cos.stride(1), cos.stride(2)
 
 
-#: Kernels launched so far (the benchmark counts a step's kernels: :mod:`vitpe.bench_kernels`).
+#: Kernels launched so far (the benchmark counts a step's kernels: :mod:`vitpe.bench.kernels`).
 launches = 0
 
 

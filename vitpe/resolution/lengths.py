@@ -11,10 +11,10 @@ from typing import Any, Iterable
 import torch
 from tqdm import tqdm
 
+from vitpe.data.from_config import synthetic_split
 from vitpe.data.text_loader import TextBatchLoader
-from vitpe.engine.checkpoint import build_from_checkpoint
-from vitpe.engine.run_data import synthetic_split
-from vitpe.resolution.sweep import Run, examples_per_batch, cached_records, evaluate_modes
+from vitpe.loading.checkpoint import build_from_checkpoint
+from vitpe.resolution.sweep import Run, cached_records, evaluate_modes, examples_per_batch
 
 
 def parse_lengths(text: str) -> list[int]:

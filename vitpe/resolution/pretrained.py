@@ -19,8 +19,8 @@ from tqdm import tqdm
 
 from vitpe.data import DataError
 from vitpe.data.datasets import image_folder
-from vitpe.convert import build_vit
-from vitpe.engine.pretrained import PREFIX, Pretrained, load_pretrained, parse_spec
+from vitpe.loading.convert import build_vit
+from vitpe.loading.pretrained import PREFIX, Pretrained, load_pretrained, parse_spec
 from vitpe.models import ViT
 from vitpe.resolution.sweep import Size, cached_records, evaluate_modes, file_sha256, resolution_label
 

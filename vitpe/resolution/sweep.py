@@ -12,12 +12,12 @@ import torch
 from tqdm import tqdm
 
 from vitpe.atomic_files import write_text_atomic
-from vitpe.config import config_from_dict, group_key
+from vitpe.config import config_from_dict, group_key, reference_size
 from vitpe.data import BatchLoader, ImageSet
+from vitpe.data.from_config import load_image_split
 from vitpe.data.loader import ShardedBatches
-from vitpe.engine.build import load_split, reference_size
-from vitpe.engine.checkpoint import CheckpointError, build_from_checkpoint, load_checkpoint
 from vitpe.engine.loop import evaluate
+from vitpe.loading.checkpoint import CheckpointError, build_from_checkpoint, load_checkpoint
 from vitpe.pe import ResizeError
 from vitpe.pe.grid import check_resize_mode
 
@@ -136,7 +136,7 @@ def evaluate_run(run: Run, sizes: Iterable[Size], modes: Iterable[str], *, test_
     if data_root is not None:
         config.data.root = data_root
     if test_set is None:
-        test_set = load_split(config, "test")
+        test_set = load_image_split(config, "test")
     test_set = test_set.limit(limit)
     model = build_from_checkpoint(run.ckpt, use_ema).to(device)
     norm = run.ckpt["normalization"]

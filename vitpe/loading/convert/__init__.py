@@ -5,8 +5,8 @@
     model = vitpe.from_timm(timm_module)                                                       # any built timm model
 
 The result is an ordinary :class:`vitpe.ViT` in eval mode: every PE hook, resize mode, evaluation sweep or training
-run works on it. Supported families and what each maps to: :mod:`vitpe.convert.timm_vit` (learned absolute
-positions), :mod:`vitpe.convert.eva_rope` (rope-vit), :mod:`vitpe.convert.beit` (relative position bias).
+run works on it. Supported families and what each maps to: :mod:`vitpe.loading.convert.timm_vit` (learned absolute
+positions), :mod:`vitpe.loading.convert.eva_rope` (rope-vit), :mod:`vitpe.loading.convert.beit` (relative position bias).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from torch import nn
 
-from vitpe.convert.common import SUPPORTED, Converted, UnsupportedModelError, complete_state
+from vitpe.loading.convert.common import SUPPORTED, Converted, UnsupportedModelError, complete_state
 from vitpe.models.vit import ViT
 
 
@@ -25,9 +25,9 @@ def convert(model: nn.Module) -> Converted:
     from timm.models.eva import Eva
     from timm.models.vision_transformer import VisionTransformer
 
-    from vitpe.convert.beit import convert_beit
-    from vitpe.convert.eva_rope import convert_eva_rope
-    from vitpe.convert.timm_vit import convert_vision_transformer
+    from vitpe.loading.convert.beit import convert_beit
+    from vitpe.loading.convert.eva_rope import convert_eva_rope
+    from vitpe.loading.convert.timm_vit import convert_vision_transformer
 
     name = getattr(model, "pretrained_cfg", {}).get("architecture") or ""
     source = f"{type(model).__name__}{f' {name!r}' if name else ''}"

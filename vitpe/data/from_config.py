@@ -1,5 +1,6 @@
-"""The data side of a run, for either task: data sets, loaders, class names, and what the checkpoint must keep
-(image normalisation, or the text vocabulary) so that the model can be rebuilt and evaluated from it alone."""
+"""The data a config describes, for either task: the image or text splits (limits applied), and the loaders, class
+names and what the checkpoint must keep (image normalisation, or the text vocabulary) so that the model can be rebuilt
+and evaluated from it alone. Everything that turns ``config.data`` into data is here."""
 
 from __future__ import annotations
 
@@ -8,17 +9,34 @@ from typing import Any
 
 import torch
 
-from vitpe.config import Config
-from vitpe.data import BatchLoader, channel_stats
-from vitpe.data.loader import ShardedBatches
+from vitpe.config import Config, reference_size
+from vitpe.data.datasets import ImageSet, load_cifar, load_image_folder, synthetic_images
+from vitpe.data.loader import BatchLoader, ShardedBatches, channel_stats
 from vitpe.data.synthetic_text import synthetic_text, synthetic_vocabulary
 from vitpe.data.text import TextSet, Vocabulary, load_sst2, read_sst2
 from vitpe.data.text_loader import TextBatchLoader
-from vitpe.engine.build import load_data, reference_size
-from vitpe.engine.distributed import DistInfo
 
 # Synthetic data never depends on train.seed: runs that differ in seed see the same examples.
 SYNTHETIC_TRAIN_SEED, SYNTHETIC_TEST_SEED = 1234, 4321
+
+
+def load_image_split(config: Config, split: str) -> ImageSet:
+    """The ``split`` ("train" or "test") image set per ``config.data``, its limit applied."""
+    d = config.data
+    if d.dataset in ("cifar10", "cifar100"):
+        data = load_cifar(d.root, d.dataset, split)
+    elif d.dataset == "imagefolder":
+        data = load_image_folder(d.root, split, d.img_size)
+    elif split == "train":
+        data = synthetic_images(d.synthetic_size, d.img_size, seed=SYNTHETIC_TRAIN_SEED)
+    else:
+        data = synthetic_images(max(d.synthetic_size // 4, 1), d.img_size, seed=SYNTHETIC_TEST_SEED)
+    return data.limit(d.train_limit if split == "train" else d.test_limit)
+
+
+def load_image_splits(config: Config) -> tuple[ImageSet, ImageSet]:
+    """(train, test) image sets per ``config.data``, limits applied."""
+    return load_image_split(config, "train"), load_image_split(config, "test")
 
 
 @dataclass
@@ -59,13 +77,13 @@ def load_text_split(config: Config, split: str, vocab: Vocabulary) -> TextSet:
     return data.limit(d.train_limit if split == "train" else d.test_limit)
 
 
-def build_run_data(config: Config, ckpt: dict[str, Any] | None, device: torch.device,
-                   dist_info: DistInfo, normalization: dict[str, list[float]] | None = None) -> RunData:
-    """Loaders for training and evaluation (and validation with ``data.val_split``) per the config's task. Images
-    are normalised with the checkpoint's statistics when resuming, else ``normalization`` (a pretrained model's mean
-    and std) when given, else the training split's."""
+def build_run_data(config: Config, ckpt: dict[str, Any] | None, device: torch.device, *, rank: int = 0,
+                   world: int = 1, normalization: dict[str, list[float]] | None = None) -> RunData:
+    """Loaders for training and evaluation (and validation with ``data.val_split``) per the config's task, for
+    process ``rank`` of ``world``. Images are normalised with the checkpoint's statistics when resuming, else
+    ``normalization`` (a pretrained model's mean and std) when given, else the training split's."""
     t, d = config.train, config.data
-    shard = dict(rank=dist_info.rank, world=dist_info.world, device=device)
+    shard = dict(rank=rank, world=world, device=device)
     if config.task == "text":
         vocab = text_vocabulary(config, ckpt.get("vocab") if ckpt else None)
         train_set, test_set = load_text_split(config, "train", vocab), load_text_split(config, d.eval_split, vocab)
@@ -79,7 +97,7 @@ def build_run_data(config: Config, ckpt: dict[str, Any] | None, device: torch.de
                  **({"val": val_set.length_stats()} if val_set is not None else {})}
         extras: dict[str, Any] = {"vocab": vocab.tokens}
     else:
-        train_set, test_set = load_data(config)
+        train_set, test_set = load_image_splits(config)
         train_set, val_set = train_set.split(d.val_split) if d.val_split else (train_set, None)
         saved = ckpt["normalization"] if ckpt else normalization
         mean, std = (saved["mean"], saved["std"]) if saved else channel_stats(train_set.images)

@@ -9,6 +9,12 @@ from typing import Any
 import torch
 
 from vitpe.atomic_files import write_atomic
+from vitpe.config import config_from_dict
+from vitpe.loading.rotary_pairs import CHECKPOINT_KEY, LAYOUT, reorder_rotary_rows
+from vitpe.models.from_config import build_model
+
+#: What every checkpoint vitpe writes says about its layout (read back by :func:`upgrade_checkpoint`).
+LAYOUT_ENTRIES = {CHECKPOINT_KEY: LAYOUT}
 
 
 class CheckpointError(RuntimeError):
@@ -37,12 +43,22 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     return ckpt
 
 
+def upgrade_checkpoint(ckpt: dict[str, Any], model: torch.nn.Module,
+                       optimizer: torch.optim.Optimizer | None = None) -> dict[str, Any]:
+    """``ckpt`` in the current layout for ``model`` (built from its config): unchanged when it is already; a
+    checkpoint of a rotary model saved before the interleaved pairs with its q and k rows reordered
+    (:mod:`vitpe.loading.rotary_pairs`); a layout this vitpe does not know is a :class:`CheckpointError`."""
+    layout = ckpt.get(CHECKPOINT_KEY)
+    if layout == LAYOUT:
+        return ckpt
+    if layout is not None:
+        raise CheckpointError(f"the checkpoint's rotary pairs are {layout!r}, a layout this vitpe does not know (it "
+                              f"knows {LAYOUT!r}); read it with the vitpe version that wrote it")
+    return reorder_rotary_rows(ckpt, model, optimizer)
+
+
 def build_from_checkpoint(ckpt: dict[str, Any], use_ema: bool = False) -> torch.nn.Module:
     """The model a loaded checkpoint was trained with, its weights (the EMA weights when asked and present) loaded."""
-    from vitpe.config import config_from_dict
-    from vitpe.engine.build import build_model
-    from vitpe.engine.rotary_pairs import upgrade_checkpoint
-
     config = config_from_dict(ckpt["config"], for_training=False)
     model = build_model(config, num_classes=len(ckpt["classes"]), vocab=ckpt.get("vocab"))
     ckpt = upgrade_checkpoint(ckpt, model)  # a RoPE model saved before the interleaved pairs: rows reordered

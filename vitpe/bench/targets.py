@@ -7,14 +7,14 @@
 - the data pipeline takes at most 5% of a real epoch.
 
 Overhead is ``t_pe / t_none - 1`` (``1 / train_vs_none - 1``), its ratio paired within the interleaved rounds. Each
-check carries the bootstrap interval of that figure (:mod:`vitpe.bench_stats`) and says whether the limit lies outside
+check carries the bootstrap interval of that figure (:mod:`vitpe.bench.stats`) and says whether the limit lies outside
 it: a target is met or missed *beyond the noise* only then; otherwise the run cannot tell, and the table says so.
 Results written before the intervals existed carry the older noise floor instead: the overhead of a second, identical
 ``none`` model over the first, at that image size.
 
 The targets hold at the default dims and at the CPU recipe's (``--preset recipe``); one table over several runs:
 
-    python -m vitpe.bench_targets RUN_DIR [RUN_DIR ...]     # each holding a bench.json
+    python -m vitpe.bench.targets RUN_DIR [RUN_DIR ...]     # each holding a bench.json
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import vitpe.pe
-from vitpe.bench_stats import CONFIDENCE
+from vitpe.bench.stats import CONFIDENCE
 
 MAX_OVERHEAD = {"tokens": 0.03, "qk": 0.08, "logits": 0.08}
 MAX_INFER_OVERHEAD = {"qk": 0.05}

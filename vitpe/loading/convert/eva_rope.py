@@ -22,8 +22,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from vitpe.convert.common import (GAMMA_KEYS, Converted, check_gammas, check_trunk, detach_all, pe_key, rename_keys,
-                                  require, split_position_table)
+from vitpe.loading.convert.common import (GAMMA_KEYS, Converted, check_gammas, check_trunk, detach_all, pe_key,
+                                          rename_keys, require, split_position_table)
 from vitpe.pe import build as build_pe
 
 

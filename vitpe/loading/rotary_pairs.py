@@ -6,8 +6,9 @@ the same scores in the new one once the output rows of its q and k projections a
 permutation on q and on k leaves every ``q . k`` unchanged, and each pair meets the angle it was trained with.
 
 Checkpoints now say which layout they hold (:data:`CHECKPOINT_KEY`); one without the key is from before. Reading it,
-:func:`upgrade_checkpoint` reorders the rows in the model's weights, the EMA weights and, when a run is resumed, the
-optimiser's per-parameter state (AdamW's moments), so a resumed run continues exactly where it stopped.
+checkpoint loading (:func:`vitpe.loading.checkpoint.upgrade_checkpoint`) calls :func:`reorder_rotary_rows`, which
+reorders the rows in the model's weights, the EMA weights and, when a run is resumed, the optimiser's per-parameter
+state (AdamW's moments), so a resumed run continues exactly where it stopped.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from vitpe.engine.checkpoint import CheckpointError
 from vitpe.models.attention import Attention
 from vitpe.pe.sites import RotaryEncoding
 
@@ -63,17 +63,11 @@ def _upgrade_optimizer(state: dict[str, Any], optimizer: torch.optim.Optimizer, 
     return state
 
 
-def upgrade_checkpoint(ckpt: dict[str, Any], model: nn.Module, optimizer: torch.optim.Optimizer | None = None
-                       ) -> dict[str, Any]:
-    """``ckpt`` in the current rotary layout for ``model`` (built from its config): unchanged when it is already, or
-    the model has no rotary PE; else a copy with the q and k rows of the model, EMA and (given ``optimizer``)
-    optimiser states reordered."""
-    layout = ckpt.get(CHECKPOINT_KEY)
-    if layout == LAYOUT:
-        return ckpt
-    if layout is not None:
-        raise CheckpointError(f"the checkpoint's rotary pairs are {layout!r}, a layout this vitpe does not know (it "
-                              f"knows {LAYOUT!r}); read it with the vitpe version that wrote it")
+def reorder_rotary_rows(ckpt: dict[str, Any], model: nn.Module, optimizer: torch.optim.Optimizer | None = None
+                        ) -> dict[str, Any]:
+    """A copy of ``ckpt`` (saved in the rotate-half layout) in the interleaved one for ``model`` (built from its
+    config): the q and k rows of the model, EMA and (given ``optimizer``) optimiser states reordered; ``ckpt`` itself
+    where the model has no rotary PE."""
     projections = rotated_projections(model)
     ckpt = {**ckpt, CHECKPOINT_KEY: LAYOUT}
     if not projections:

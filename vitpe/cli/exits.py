@@ -26,10 +26,10 @@ from typing import Callable, Iterator
 
 from vitpe.config import ConfigError
 from vitpe.data import DataError
-from vitpe.engine.checkpoint import CheckpointError
 from vitpe.engine.loop import NonFiniteLossError
 from vitpe.engine.preemption import PREEMPTED_EXIT, Preempted
 from vitpe.engine.run_lock import RunLockedError
+from vitpe.loading.checkpoint import CheckpointError
 from vitpe.pe import ResizeError
 
 INPUT_ERRORS = (ConfigError, DataError, CheckpointError, NonFiniteLossError, ResizeError, RunLockedError, ValueError)

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from vitpe.config import Config, ConfigError
-from vitpe.convert import Converted, convert
+from vitpe.loading.convert import Converted, convert
 
 PREFIX = "timm:"
 #: ModelConfig keys that a converted model determines (ViT keyword of the same name).

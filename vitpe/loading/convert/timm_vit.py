@@ -4,7 +4,7 @@
 What moves where (timm and vitpe share their module names, so most keys map to themselves):
 
 * ``pos_embed`` (1, P' + N, D) -> ``pe.pos_embed`` (N, D); the rows of the class and register tokens (without
-  ``no_embed_class``) fold into those tokens (:func:`~vitpe.convert.common.split_position_table`).
+  ``no_embed_class``) fold into those tokens (:func:`~vitpe.loading.convert.common.split_position_table`).
 * ``global_pool="avg"`` -> ``pool="mean"`` (with ``fc_norm`` when timm normalises the pooled features),
   ``"token"`` -> ``pool="cls"``; LayerScale ``ls1/ls2.gamma``, the norms' epsilon, the patch size are kept.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from vitpe.convert.common import Converted, check_trunk, detach_all, require, split_position_table
+from vitpe.loading.convert.common import Converted, check_trunk, detach_all, require, split_position_table
 
 
 def convert_vision_transformer(model: nn.Module, source: str) -> Converted:

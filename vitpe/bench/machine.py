@@ -1,0 +1,41 @@
+"""What ran a benchmark: the platform, the CPU's model and caches, the GPU. The same benchmark differed by 3x in a
+learned bias's overhead between two VMs of this project, so every result says what ran it."""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def cpu_model() -> dict[str, str]:
+    """The CPU's model name and cache sizes, where Linux tells them (``/proc/cpuinfo``, sysfs): the same benchmark
+    differed by 3x in a learned bias's overhead between two VMs of this project, so a result says what ran it."""
+    info: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu_model"] = line.split(":", 1)[1].strip()
+                break
+        for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+            level, kind = (index / "level").read_text().strip(), (index / "type").read_text().strip()
+            if kind in ("Unified", "Data"):
+                info[f"l{level}_cache"] = (index / "size").read_text().strip()
+    except OSError:
+        pass  # not Linux, or a restricted /proc: the result just says less
+    return info
+
+
+def machine() -> dict[str, Any]:
+    info = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+            "python": platform.python_version(), "cpu_threads": torch.get_num_threads(), **cpu_model()}
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def cpu_line(info: dict[str, Any]) -> str:
+    caches = ", ".join(f"{key[:2].upper()} {info[key]}" for key in ("l2_cache", "l3_cache") if key in info)
+    return f"{info.get('cpu_model', info['processor'])}{f' ({caches})' if caches else ''}"
