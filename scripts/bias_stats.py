@@ -1,13 +1,13 @@
 """How large the trained attention biases of logits-site PEs are, next to how far AdamW could have moved them.
 
-Usage: python scripts/bias_stats.py RUN_DIR [...]
+Usage: python scripts/bias_stats.py RUN_DIR [...] [--json FILE]
 
 For each run (its ``checkpoint.pt``): per layer, the bias at the training grid, ``model.pe.bias(grid)`` of shape
 (depth, nH, N, N), summarised as its spread over keys (std over the key axis, averaged over queries and heads) and its
 range (max - min). Then the step bound: AdamW moves a parameter by about ``lr`` per step, so a learned table entry can
 move by at most the sum of the learning rates of the run's schedule (rebuilt from its config, with the steps per
-epoch read from its ``metrics.jsonl``), and two entries can drift apart by twice that. RESULTS.md's table comes from
-this script.
+epoch read from its ``metrics.jsonl``), and two entries can drift apart by twice that. ``--json FILE`` also writes the
+figures as a record (docs/results/bias_growth.md's table is generated from results/compare/bias_stats.json).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from vitpe.atomic_files import write_text_atomic
 from vitpe.config import config_from_dict
 from vitpe.engine.optimizer import build_scheduler
 from vitpe.loading.checkpoint import CheckpointError, build_from_checkpoint, load_checkpoint
@@ -54,6 +55,7 @@ def bias_stats(run: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--json", type=Path, help="also write the figures to this file (a list of records)")
     args = parser.parse_args(argv)
     try:
         stats = [bias_stats(run) for run in args.runs]
@@ -66,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         spread = ", ".join(f"{v:.2f}" for v in s["std_over_keys"])
         ranges = ", ".join(f"{v:.1f}" for v in s["range"])
         print(f"| {s['run']} | {s['pe']} | {spread} | {ranges} | {s['summed_lr']:.2f} ({2 * s['summed_lr']:.1f}) |")
+    if args.json:
+        write_text_atomic(json.dumps(stats, indent=1) + "\n", args.json)
     return 0
 
 

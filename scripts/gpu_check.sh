@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# The GPU checks that issues 13 and 17 ask of a session lent a GPU, as one script that fits its short device time
+# The project's GPU checks, as one script that fits a short GPU booking
 # (every step has its own time limit, and a step that fails or runs out of time does not stop the next; all steps
 # take about 16 minutes, more than one device call's 10, so give a call a part: STEPS="tests bench_quick rotation_ab
 # bench" is about 7 minutes, STEPS="flex_ab" about 3):
 #   1. tests: pytest tests/test_rotary_triton.py, whose CUDA test runs the Triton rotation on the GPU (half a minute)
 #   2. python -m vitpe.bench --quick (a smoke run: a broken CUDA path shows in a minute)
 #   3. rotation_ab: RoPE's eager rotation as the complex product against the Triton kernels, in the same rounds
-#      (results/bench/2026-12-02/host/ab_host.py rotary_triton), training and inference, both dims, 32 and 64 px
+#      (benchmarks/changes.py rotary_triton), training and inference, both dims, 32 and 64 px
 #   4. flex_ab: the logits-site PEs' bias as SDPA's float mask against FlexAttention's score_mod, in the same
-#      rounds (ab_host.py flex_bias): does a flash-style kernel take away their GPU overhead? Recipe dims at 32 px,
+#      rounds (benchmarks/changes.py flex_bias): does a flash-style kernel take away their GPU overhead? Recipe dims at 32 px,
 #      training and inference; default dims at 64 px, training
 #   5. python -m vitpe.bench eager at 32 and 64 px, then --compile for three PEs at 32 px
 #   6. the GPU recipe (configs/cifar10_gpu_10min.yaml) with one PE: a 2-epoch probe times an epoch, then one run with
@@ -61,13 +61,14 @@ step() {  # step NAME SECONDS command...: run with a time limit, log to OUT/NAME
 
 step tests 120 "$PYTHON" -m pytest -q -rs tests/test_rotary_triton.py
 step bench_quick 150 "$PYTHON" -m vitpe.bench --device "$device" --quick --out "$out/bench_quick" $bench_args
-ab_runs() {  # ab_runs CHANGE "DIMS PX train|infer" ...: ab_host.py's A/B of CHANGE for each run (batch 128, 9 rounds)
+ab_runs() {  # ab_runs CHANGE "DIMS PX train|infer" ...: benchmarks/changes.py's A/B of CHANGE for each run
   local change=$1 run dims px kind
   shift
   for run in "$@"; do
     read -r dims px kind <<< "$run"
     echo "== $dims dims"
-    "$PYTHON" results/bench/2026-12-02/host/ab_host.py "$change" "$dims" "$px" 128 9 "$kind" "$device" || return $?
+    "$PYTHON" benchmarks/changes.py "$change" --dims "$dims" --px "$px" --batch 128 --rounds 9 --kind "$kind" \
+      --device "$device" || return $?
   done
 }
 export -f ab_runs

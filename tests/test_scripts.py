@@ -130,8 +130,10 @@ def test_bias_stats_reports_the_trained_bias_and_the_step_bound(tmp_path):
         subprocess.run([sys.executable, "train.py", "--config", "configs/smoke.yaml", f"out_dir={runs[pe]}",
                         f"model.pe={pe}", "--no-progress"], cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True,
                        capture_output=True)
-    code, out = script_main("bias_stats", str(runs["relbias"]))
+    code, out = script_main("bias_stats", str(runs["relbias"]), "--json", str(tmp_path / "stats.json"))
     assert code == 0
+    (record,) = json.loads((tmp_path / "stats.json").read_text())  # the record the published table is made from
+    assert record["run"] == "relbias" and len(record["std_over_keys"]) == 2 and record["summed_lr"] > 0
     row = out.strip().splitlines()[-1].strip("| ").split(" | ")
     assert row[:2] == ["relbias", "relbias"]
     assert len(row[2].split(", ")) == len(row[3].split(", ")) == 2  # one value per layer of the smoke ViT

@@ -79,34 +79,65 @@ def check_targets(result: dict[str, Any]) -> list[dict[str, Any]]:
     return checks
 
 
+def verdict(check: dict[str, Any]) -> str:
+    """``met``, ``**missed**``, or ``within noise`` where the check's interval holds its limit (the run cannot tell)."""
+    if check.get("clear") is False:
+        return "within noise"
+    return "met" if check["met"] else "**missed**"
+
+
+def _fmt(check: dict[str, Any], value: float) -> str:
+    return f"{value:.3f}x" if check["unit"] == "ratio" else f"{100 * value:+.1f}%"
+
+
 def targets_markdown(checks: list[dict[str, Any]]) -> list[str]:
     """The checks as a markdown table (ratios as x, overheads and shares as %), with a first column naming the
-    benchmark run where the checks carry a ``"run"``. The ``noise`` column holds a check's interval, or the older
-    noise floor; ``met`` says "(within noise)" where the interval holds the limit."""
+    benchmark run where the checks carry a ``"run"``. The interval column holds a check's interval, or the older
+    noise floor; the verdict is :func:`verdict`."""
     runs = any("run" in c for c in checks)
     interval = f"{100 * CONFIDENCE:.0f}% interval (or noise floor)"
-    lines = [f"| {'run | ' if runs else ''}target | px | measured | {interval} | limit | met |",
+    lines = [f"| {'run | ' if runs else ''}target | px | measured | {interval} | limit | verdict |",
              f"|{'---|' if runs else ''}---|---|---|---|---|---|"]
     for c in checks:
-        fmt = (lambda v: f"{v:.3f}x") if c["unit"] == "ratio" else (lambda v: f"{100 * v:+.1f}%")
         if c.get("interval") is not None:
-            noise = f"{fmt(c['interval'][0])} to {fmt(c['interval'][1])}"
+            noise = f"{_fmt(c, c['interval'][0])} to {_fmt(c, c['interval'][1])}"
         else:
             noise = "" if c.get("noise") is None else f"±{100 * c['noise']:.1f}%"
-        verdict = "yes" if c["met"] else "**no**"
-        if c.get("clear") is False:
-            verdict += " (within noise)"
-        lines.append(f"| {c['run'] + ' | ' if runs else ''}{c['target']} | {c['img_size']} | {fmt(c['measured'])} | "
-                     f"{noise} | {fmt(c['limit'])} | {verdict} |")
+        lines.append(f"| {c['run'] + ' | ' if runs else ''}{c['target']} | {c['img_size']} | {_fmt(c, c['measured'])} | "
+                     f"{noise} | {_fmt(c, c['limit'])} | {verdict(c)} |")
+    return lines
+
+
+def targets_grid(checks: list[dict[str, Any]]) -> list[str]:
+    """The checks of several runs (each carrying its ``"run"``) as one markdown table: a row per target, a column per
+    run and image size, each cell the measured figure with its interval, marked where it is not met: ``✗`` missed,
+    ``?`` within noise."""
+    columns = list(dict.fromkeys((c["run"], c["img_size"]) for c in checks))
+    cells: dict[str, dict[tuple, str]] = {}
+    for c in checks:
+        text = _fmt(c, c["measured"])
+        if c.get("interval") is not None:
+            text += f" ({_fmt(c, c['interval'][0])}…{_fmt(c, c['interval'][1])})"
+        mark = {"met": "", "within noise": " ?"}.get(verdict(c), " ✗")
+        cells.setdefault(f"{c['target']}, limit {_fmt(c, c['limit'])}", {})[(c["run"], c["img_size"])] = text + mark
+    lines = ["| target | " + " | ".join(f"{run}, {px} px" for run, px in columns) + " |",
+             "|---|" + "---|" * len(columns)]
+    for target, row in cells.items():
+        lines.append(f"| {target} | " + " | ".join(row.get(col, "") for col in columns) + " |")
     return lines
 
 
 def summary(checks: list[dict[str, Any]]) -> str:
-    """``"K of N checks met."``, and how many of the N the run could not resolve (interval holding the limit)."""
-    met, unresolved = sum(c["met"] for c in checks), sum(c.get("clear") is False for c in checks)
-    text = f"{met} of {len(checks)} checks met."
+    """``"K of N checks met."``, and how many of the N the run could not resolve (interval holding the limit) or
+    missed."""
+    verdicts = [verdict(c) for c in checks]
+    text = f"{verdicts.count('met')} of {len(checks)} checks met."
+    unresolved = verdicts.count("within noise")
     if unresolved:
         text += f" {unresolved} within the noise (the interval holds the limit): run more rounds to settle them."
+    missed = verdicts.count("**missed**")
+    if missed:
+        text += f" {missed} missed."
     return text
 
 
@@ -143,7 +174,8 @@ def load_result(run: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="One table of the speed targets over benchmark runs (each run's "
-                                                 "checks recomputed from its bench.json with the current limits).")
+                                                 "checks recomputed from its bench.json with the current limits): a "
+                                                 "row per target, a column per run and image size.")
     parser.add_argument("runs", nargs="+", type=Path, help="--out folders (or bench.json files) of vitpe.bench runs")
     args = parser.parse_args(argv)
     checks = []
@@ -154,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print("\n".join([*targets_markdown(checks), "", summary(checks)]))
+    print("\n".join([*targets_grid(checks), "", summary(checks)]))
     return 0
 
 

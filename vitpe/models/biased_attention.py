@@ -19,7 +19,7 @@ Forward and backward are registered custom operators (``torch.ops.vitpe.chunked_
 ``_backward``) with their shapes and gradient formula, so ``torch.compile`` calls the same kernels as opaque ones
 inside its graph, without a break. Compiled, the plain whole-batch formula that inductor fuses had cost ``relbias``
 +26% over no PE in a training step at the CPU recipe's 64 px; through the custom op, +2.9%
-(``results/bench/2026-12-02/ab/``).
+(BENCHMARKS.md, "Where the time goes").
 
 Only float32 training on the CPU takes this path (:func:`takes_fast_path`); CUDA, whose fused kernels take a bias
 gradient, autocast, and a bias without gradient stay with SDPA.

@@ -59,7 +59,7 @@ class ContinuousPositionBias(BiasEncoding):
         """Every layer's MLP on ``coords`` (T, ndim) -> (depth, T, nH), as three batched products over the layers.
 
         The same as ``stack([mlp(coords) for mlp in self.mlps])`` with 73 kernels fewer in a training step of six
-        layers (33 at inference; ``results/bench/2026-12-02/host/kernel_count.txt``): small kernels, which set the
+        layers (33 at inference; counted as :mod:`vitpe.bench.kernels` counts them): small kernels, which set the
         pace where launches do (a GPU's small steps).
         """
         first = torch.stack([mlp[0].weight for mlp in self.mlps]).transpose(1, 2)  # (depth, ndim, hidden)

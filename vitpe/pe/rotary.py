@@ -180,7 +180,7 @@ def _composed(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Te
     inference at the CPU recipe's dims, in the ViT: RoPE-Mixed's overhead over no PE +10.9% -> +4.7% at 32 px, +12.3%
     -> +5.4% at 64 px (the projections' rows now take :func:`_rotate_in_projection_rows`, unpadded). The backward of
     the channel form, through its padded shifts, was slower: training steps new/old 1.005 (RoPE-Mixed) and 1.013
-    (RoPE-Axial), so training keeps the pair form (``results/bench/2026-12-02/ab/``).
+    (RoPE-Axial), so training keeps the pair form (BENCHMARKS.md, "Tried and not adopted").
     """
     work = x.to(_working_dtype(x.dtype))
     return (_pairwise if _records_grad(x, cos, sin) else _channelwise)(work, cos, sin).to(x.dtype)

@@ -1,0 +1,430 @@
+"""The published tables (:data:`TABLES`: name -> function of the repository root -> markdown), each computed from
+committed records only: run folders (``config.yaml`` or a baseline's ``config.json``, ``metrics.jsonl``), the
+sweeps' ``resolution.json`` / ``length.json`` and the benchmark's ``bench.json``. scripts/report.py puts them into
+the pages."""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+import yaml
+
+import vitpe.pe
+from vitpe.bench.targets import check_targets, summary, targets_grid
+from vitpe.resolution.report import SEED_SUFFIX, gains_table, paired_gains, summarise
+
+SEED = re.compile(r"_s(\d+)$")
+SITE_NAMES = {"tokens": "tokens", "qk": "q, k", "logits": "logits", "none": "—"}
+MISSING = "…"  # a seed whose run is not finished (or not committed) yet
+
+
+# ------------------------------------------------------------------------------------------------------- records
+@dataclass
+class Run:
+    name: str
+    config: dict
+    records: list[dict]
+
+    @property
+    def planned(self) -> int | None:
+        return (self.config.get("train") or {}).get("epochs") or self.config.get("epochs")
+
+    @property
+    def finished(self) -> bool:
+        return bool(self.records) and (self.planned is None or self.records[-1]["epoch"] >= self.planned)
+
+    @property
+    def last(self) -> dict:
+        return self.records[-1]
+
+    @property
+    def accuracy(self) -> float:
+        return 100 * self.last["test_acc"]
+
+    @property
+    def minutes(self) -> float:
+        return self.last["elapsed_s"] / 60
+
+    @property
+    def seed(self) -> int | None:
+        match = SEED.search(self.name)
+        return int(match.group(1)) if match else None
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def read_run(folder: Path) -> Run:
+    """A run folder: ``config.yaml`` (vitpe) or ``config.json`` (scripts/timm_baseline.py) and ``metrics.jsonl``."""
+    if (folder / "config.yaml").is_file():
+        config = yaml.safe_load((folder / "config.yaml").read_text())
+    else:
+        config = json.loads((folder / "config.json").read_text())
+    return Run(folder.name, config, read_jsonl(folder / "metrics.jsonl"))
+
+
+def read_flat_run(folder: Path, name: str) -> Run:
+    """A run stored as ``config_NAME.yaml`` and ``metrics_NAME.jsonl`` side by side (older records)."""
+    config_path = folder / f"config_{name}.yaml"
+    config = yaml.safe_load(config_path.read_text()) if config_path.is_file() else {}
+    return Run(name, config, read_jsonl(folder / f"metrics_{name}.jsonl"))
+
+
+def sweep(path: Path) -> list[dict]:
+    """A sweep's records, each with the ``group`` its run belongs to (its name without the seed)."""
+    return [{**r, "group": SEED_SUFFIX.sub("", r["run"])} for r in json.loads(path.read_text())]
+
+
+# ---------------------------------------------------------------------------------------------------- formatting
+def mean_std(values: list[float], digits: int = 1) -> str:
+    if not values:
+        return MISSING
+    text = f"{statistics.fmean(values):.{digits}f}"
+    return text + (f" ± {statistics.stdev(values):.{digits}f}" if len(values) > 1 else "")
+
+
+def per_seed(values: dict[int, float], seeds: Iterable[int], digits: int = 2) -> str:
+    return " / ".join(f"{values[s]:.{digits}f}" if s in values else MISSING for s in seeds)
+
+
+def markdown(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(map(str, row)) + " |" for row in rows]) + "\n"
+
+
+def site_of(pe: str) -> str:
+    return SITE_NAMES[vitpe.pe.get(pe).site]
+
+
+# --------------------------------------------------------------------------------------- the recipe's PE grid
+SEEDS = (0, 1, 2)
+
+
+def recipe_pes(root: Path) -> str:
+    """Every 2D PE with the recipe (configs/cifar10.yaml), three seeds, against the plain timm loop."""
+    runs = [read_run(f) for f in sorted((root / "results/recipe/grid").iterdir()) if f.is_dir()]
+    loops = {r.seed: r for r in runs if "baseline" in r.config and r.finished}
+    by_pe: dict[str, dict[int, Run]] = defaultdict(dict)
+    for run in runs:
+        if "baseline" not in run.config and run.finished:
+            by_pe[run.config["model"]["pe"]][run.seed] = run
+
+    def row(label: str, site: str, seeds: dict[int, Run]) -> list[str]:
+        accs = {s: r.accuracy for s, r in seeds.items()}
+        ratios = [r.minutes / loops[s].minutes for s, r in seeds.items() if s in loops]
+        return [label, site, per_seed(accs, SEEDS), mean_std(list(accs.values())),
+                f"{statistics.fmean(r.minutes for r in seeds.values()):.1f}",
+                f"{statistics.fmean(ratios):.2f}" if ratios else MISSING]
+
+    rows = [row("plain timm loop (10 epochs at 32 px)", "tokens", loops)]
+    for pe in sorted(by_pe, key=lambda p: -statistics.fmean(r.accuracy for r in by_pe[p].values())):
+        rows.append(row(f"`{pe}`", site_of(pe), by_pe[pe]))
+    waiting = [pe for pe in vitpe.pe.available() if 2 in vitpe.pe.get(pe).grid_dims and pe not in by_pe]
+    table = markdown(["run", "site", "test acc. (%), seeds 0 / 1 / 2", "mean ± std", "wall (min), mean",
+                      "wall / the loop's"], rows)
+    if waiting:
+        table += f"\n{MISSING} not finished yet: {', '.join(f'`{pe}`' for pe in waiting)} (no finished seed).\n"
+    return table
+
+
+def recipe_pes_short(root: Path) -> str:
+    """The README's version of :func:`recipe_pes`: mean ± std and wall time against the loop's, best first."""
+    full = recipe_pes(root)
+    rows = [line.split(" | ") for line in full.splitlines()[2:] if line.startswith("| ")]
+    short = [[cells[0].lstrip("| "), cells[3], cells[5].rstrip(" |")] for cells in rows]
+    note = "\n".join(line for line in full.splitlines() if line.startswith(MISSING))
+    return markdown(["run (CIFAR-10)", "test acc. (%), 3 seeds", "wall / the loop's"],
+                    short) + (f"\n{note}\n" if note else "")
+
+
+def recipe_ablation(root: Path) -> str:
+    """The recipe's levers, one per row, three seeds each."""
+    base = root / "results/recipe"
+    rows_spec = [
+        ("plain timm loop", "—", "10 at 32 px", [base / f"grid/timm_s{s}" for s in SEEDS]),
+        ("vitpe at the loop's settings", "mean pooling, lr 1e-3, batch 128; zero-padded crops, LayerNorm before "
+         "pooling", "10 at 32 px", [base / n for n in ("V_timmlike", "V_timmlike_s1", "V_timmlike_s2")]),
+        ("+ the loop's crop and head, batch 64", "reflect-padded crops, LayerNorm after pooling, batch 64",
+         "10 at 32 px", [base / n for n in ("D_learnable_b64", "D_learnable_b64_s1", "D_learnable_b64_s2")]),
+        ("+ progressive resizing (`learnable`)", "16 / 20 / 24 / 28 / 32 px for 5 / 4 / 3 / 3 / 2 epochs",
+         "17", [base / f"grid/learnable_s{s}" for s in SEEDS]),
+        ("+ `rope_mixed`", "the PE", "17", [base / f"grid/rope_mixed_s{s}" for s in SEEDS]),
+        ("`cpb` instead (configs/cifar10.yaml)", "the PE", "17", [base / f"grid/cpb_s{s}" for s in SEEDS]),
+    ]
+    rows = []
+    for label, change, epochs, folders in rows_spec:
+        runs = [read_run(f) for f in folders]
+        rows.append([label, change, epochs, " / ".join(f"{r.accuracy:.2f}" for r in runs),
+                     mean_std([r.accuracy for r in runs]), " / ".join(f"{r.minutes:.1f}" for r in runs)])
+    return markdown(["row", "what changed", "epochs", "test acc. (%), seeds 0 / 1 / 2", "mean ± std",
+                     "wall (min), seeds 0 / 1 / 2"], rows)
+
+
+def recipe_diagnostic(root: Path) -> str:
+    """Two epochs on 12,800 images: which of the loop's choices closes the gap."""
+    folder = root / "results/recipe/diagnostic"
+    labels = [("timm", "plain timm loop"), ("v", "vitpe (zero-padded crops, LayerNorm before pooling)"),
+              ("v_reflect", "+ reflect padding"), ("v_fc", "+ LayerNorm after pooling"), ("v_both", "+ both")]
+    return markdown(["run", "test acc. (%), 2,000 images"],
+                    [[label, f"{read_run(folder / name).accuracy:.1f}"] for name, label in labels])
+
+
+def recipe_gpu(root: Path) -> str:
+    """The one GPU recipe run: accuracy against wall time, every few epochs."""
+    run = read_run(root / "results/recipe/gpu_h200/rope_mixed_s0")
+    shown = [r for r in run.records if r["epoch"] in (1, 5, 10, 15, 20) or r is run.records[-1]]
+    return markdown(["epoch", *(str(r["epoch"]) for r in shown)],
+                    [["test acc. (%)", *(f"{100 * r['test_acc']:.1f}" for r in shown)],
+                     ["wall (s)", *(f"{r['elapsed_s']:.0f}" for r in shown)]])
+
+
+def recipe_resolution(root: Path) -> str:
+    """The recipe's models across test sizes, both modes (pending until the sweep is committed)."""
+    path = root / "results/recipe/resolution.json"
+    if not path.is_file():
+        return f"{MISSING} The sweep of the recipe's 30 models is not committed yet (`results/recipe/resolution.json`).\n"
+    return resolution_table(sweep(path))
+
+
+# ------------------------------------------------------------------------------------------- the 3-epoch grid
+def resolution_table(records: list[dict], x_key: str = "resolution", labels: Callable[[dict], str] | None = None
+                     ) -> str:
+    """Mean ± std over seeds per (PE, mode) and size; n/a where a PE cannot resize so."""
+    rows = summarise(records, x_key)
+    xs = sorted({r[x_key] for r in rows})
+    table: dict[tuple, dict] = defaultdict(dict)
+    for r in rows:
+        table[(r["label"], r["pe_resize"])][r[x_key]] = r
+
+    def cell(c: dict | None) -> str:
+        if c is None:
+            return ""
+        return "n/a" if c["mean"] is None else f"{100 * c['mean']:.1f}" + (
+            f" ± {100 * c['std']:.1f}" if c["runs"] > 1 else "")
+
+    return markdown(["PE", "mode", *map(str, xs)],
+                    [[f"`{label}`", mode, *(cell(cells.get(x)) for x in xs)] for (label, mode), cells in table.items()])
+
+
+def compare_records(root: Path, multires: bool) -> list[dict]:
+    return [r for r in sweep(root / "results/compare/resolution.json") if r["run"].startswith("multires") == multires]
+
+
+def compare_accuracy(root: Path) -> str:
+    """The 3-epoch grid at its training size (32 px), per seed."""
+    accs: dict[str, dict[int, float]] = defaultdict(dict)
+    for r in compare_records(root, multires=False):
+        if r["resolution"] == 32 and r["pe_resize"] == "interpolate":
+            accs[r["pe"]][int(SEED.search(r["run"]).group(1))] = 100 * r["accuracy"]
+    order = sorted(accs, key=lambda pe: -statistics.fmean(accs[pe].values()))
+    return markdown(["`model.pe`", "site", "acc. at 32 px (%), seeds 0 / 1 / 2", "mean ± std"],
+                    [[f"`{pe}`", site_of(pe), per_seed(accs[pe], SEEDS, 1), mean_std(list(accs[pe].values()))]
+                     for pe in order])
+
+
+def compare_resolution(root: Path) -> str:
+    return resolution_table(compare_records(root, multires=False))
+
+
+def compare_multires(root: Path) -> str:
+    """Trained at 24-48 px (one size per batch) against 32 px only, for the two PEs given multi-resolution runs."""
+    records = [r for r in sweep(root / "results/compare/resolution.json")
+               if r["pe"] in ("rope_mixed", "separable") and r["pe_resize"] == "interpolate"]
+    for r in records:
+        r["pe"] = f"{r['pe']}, {'24–48' if r['run'].startswith('multires') else '32'} px"
+    return resolution_table(records)
+
+
+def relbias_scale16(root: Path) -> str:
+    """Swin's table with ``scale: 16`` against the default and CPB, 3 epochs, interpolated, three seeds."""
+    records = [r for r in sweep(root / "results/compare/resolution.json") if r["pe"] in ("relbias", "cpb")]
+    records += [{**r, "pe": "relbias, scale 16"} for r in sweep(root / "results/compare/relbias_scale16/resolution.json")]
+    return resolution_table([r for r in records if r["pe_resize"] == "interpolate"])
+
+
+def bias_stats(root: Path) -> str:
+    """How far the trained biases spread, against AdamW's step bound (scripts/bias_stats.py --json)."""
+    path = root / "results/compare/bias_stats.json"
+    if not path.is_file():
+        return f"{MISSING} Not committed yet (`results/compare/bias_stats.json`, from `scripts/bias_stats.py --json`).\n"
+    rows = []
+    for s in json.loads(path.read_text()):
+        rows.append([s["run"], f"`{s['pe']}`", ", ".join(f"{v:.2f}" for v in s["std_over_keys"]),
+                     ", ".join(f"{v:.1f}" for v in s["range"]), f"{s['summed_lr']:.2f} ({2 * s['summed_lr']:.1f})"])
+    return markdown(["run (3 epochs)", "PE", "bias spread over keys (std), per layer", "max − min, per layer",
+                     "summed lr (bound on max − min)"], rows)
+
+
+# ---------------------------------------------------------------------------------------- the detail protocol
+def detail_records(root: Path) -> list[dict]:
+    """The detail protocol's sweep, the multi-resolution runs named by their training sizes."""
+    records = sweep(root / "results/detail/resolution.json")
+    for r in records:
+        if r["run"].startswith("multires_"):
+            r["pe"] = f"{r['pe']}, 12–20 px"
+    return records
+
+
+def detail_gains(root: Path) -> str:
+    """Trained at 16 px, tested at 16-48 px: each run against its own 16 px accuracy."""
+    return gains_table(paired_gains(detail_records(root), "resolution"), "resolution").split("\n\n", 2)[-1]
+
+
+
+# -------------------------------------------------------------------------------------- the first CPU recipe
+CPU_RECIPE_PES = ("learnable", "rope_mixed", "sincos", "rope_axial", "relbias", "cpb")
+
+
+def cpu_recipe_accuracy(root: Path) -> str:
+    folder = root / "results/cpu_recipe"
+    rows = []
+    for pe in CPU_RECIPE_PES:
+        run = read_flat_run(folder, pe)
+        rate = statistics.median(r["img_per_s"] for r in run.records)
+        rows.append([f"`{pe}`", f"{run.accuracy:.1f}", f"{run.minutes:.0f}", f"{rate:.0f}"])
+    return markdown(["`model.pe`", "test acc. (%), epoch 8", "wall (min), train + eval", "train img/s (median)"], rows)
+
+
+def cpu_recipe_resolution(root: Path) -> str:
+    return resolution_table(sweep(root / "results/cpu_recipe/resolution.json"))
+
+
+# ------------------------------------------------------------------------------------------------------ text
+def text_length(task: str) -> Callable[[Path], str]:
+    def table(root: Path) -> str:
+        return resolution_table(sweep(root / f"results/text/length_{task}/length.json"), x_key="length")
+
+    return table
+
+
+SST2_PES = ("none", "learnable", "sincos", "rope_axial")
+
+
+def sst2(root: Path) -> str:
+    """SST-2 dev accuracy after epoch 3, per seed and PE."""
+    folder = root / "results/text/sst2"
+    accs = {pe: {s: read_flat_run(folder, f"{pe}_s{s}").accuracy for s in SEEDS} for pe in SST2_PES}
+    rows = [[f"seed {s}", *(f"{accs[pe][s]:.1f}" for pe in SST2_PES)] for s in SEEDS]
+    rows.append(["mean ± std", *(mean_std(list(accs[pe].values())) for pe in SST2_PES)])
+    return markdown(["SST-2 dev accuracy (%)", *(f"`{pe}`" for pe in SST2_PES)], rows)
+
+
+def _flat(tree: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and key != "pe_options":
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def sst2_trials(root: Path) -> str:
+    """Every recorded SST-2 trial (``learnable``), by what its config changed against the published one."""
+    folder = root / "results/text/sst2"
+    published = _flat(yaml.safe_load((folder / "config.yaml").read_text()))
+    ignored = {"out_dir", "data.root", "train.threads", "train.seed", "model.pe"}
+    trials = [(folder / "earlier", "lr5e-4_minfreq1", folder / "earlier/lr5e-4/metrics_learnable.jsonl")]
+    trials += [(folder / "trials", p.stem[len("config_"):], p.with_name(p.name.replace("config_", "metrics_")
+                                                                         .replace(".yaml", ".jsonl")))
+               for p in sorted((folder / "trials").glob("config_*.yaml"))]
+    groups: dict[str, list[float]] = defaultdict(list)
+    for where, name, metrics in trials:
+        config = _flat(yaml.safe_load((where / f"config_{name}.yaml").read_text()))
+        changed = [f"`{k}={config.get(k)}`" for k in sorted(set(config) | set(published))
+                   if k not in ignored and config.get(k) != published.get(k) and config.get(k) is not None]
+        groups[", ".join(changed) or "the published config"].append(100 * read_jsonl(metrics)[-1]["test_acc"])
+    published_runs = [read_flat_run(folder, f"learnable_s{s}").accuracy for s in SEEDS]
+    rows = [[change, " / ".join(f"{a:.1f}" for a in accs)] for change, accs in groups.items()]
+    rows.append(["the published config (`configs/sst2.yaml`), seeds 0 / 1 / 2",
+                 " / ".join(f"{a:.1f}" for a in published_runs)])
+    return markdown(["what differs from the published config (`learnable`, 3 epochs)", "dev acc. (%), by seed"], rows)
+
+
+# ------------------------------------------------------------------------------------------------ benchmarks
+CPU_RUNS = {"eager": ("default_cpu_fp32", "recipe_cpu_fp32"),
+            "compiled": ("default_cpu_fp32_compiled", "recipe_cpu_fp32_compiled")}
+GPU_RUNS = ("default_h200_bf16", "recipe_h200_bf16")
+
+
+def _bench(root: Path, name: str) -> dict:
+    return json.loads((root / "results/bench" / name / "bench.json").read_text())
+
+
+def _preset(result: dict) -> str:
+    return "recipe" if result["config"].get("pool") == "mean" else "default"
+
+
+def bench_targets(mode: str) -> Callable[[Path], str]:
+    """Every speed target over the current CPU runs of ``mode`` (both presets, both sizes), with its interval."""
+    def table(root: Path) -> str:
+        checks = []
+        for name in CPU_RUNS[mode]:
+            result = _bench(root, name)
+            checks += [{"run": _preset(result), **c} for c in check_targets(result)]
+        return "\n".join([*targets_grid(checks), "", summary(checks)]) + "\n"
+
+    return table
+
+
+def bench_throughput(root: Path) -> str:
+    """Training and inference throughput of timm's ViT and of vitpe's without a PE, per current run and size."""
+    rows = []
+    for name in (*CPU_RUNS["eager"], *CPU_RUNS["compiled"], *GPU_RUNS):
+        result = _bench(root, name)
+        machine, cfg = result["machine"], result["config"]
+        device = machine.get("gpu") or machine.get("cpu_model") or machine["processor"]
+        for size in cfg["img_sizes"]:
+            by_pe = {r["pe"]: r for r in result["rows"] if r["img_size"] == size}
+            rows.append([f"`{name}`", device, _preset(result), "compiled" if cfg.get("compile") else "eager", size,
+                         f"{by_pe['timm']['train_img_s']:.0f}", f"{by_pe['none']['train_img_s']:.0f}",
+                         f"{by_pe['learnable']['train_vs_timm']:.3f}" if "learnable" in by_pe else MISSING,
+                         f"{by_pe['timm']['infer_img_s']:.0f}", f"{by_pe['none']['infer_img_s']:.0f}"])
+    return markdown(["run (`results/bench/`)", "device", "preset", "mode", "px", "timm train img/s",
+                     "vitpe `none` train img/s", "`learnable` / timm, train", "timm infer img/s",
+                     "vitpe `none` infer img/s"], rows)
+
+
+def bench_gpu(root: Path) -> str:
+    """The one GPU measurement: each PE's step time over no PE."""
+    rows = []
+    for name in GPU_RUNS:
+        result = _bench(root, name)
+        for r in result["rows"]:
+            if r["pe"] not in ("timm", "none (again)"):
+                rows.append([_preset(result), r["img_size"], f"`{r['pe']}`", f"{1 / r['train_vs_none'] - 1:+.1%}",
+                             f"{1 / r['infer_vs_none'] - 1:+.1%}"])
+    return markdown(["preset", "px", "PE", "training step over `none`", "inference over `none`"], rows)
+
+
+TABLES: dict[str, Callable[[Path], str]] = {
+    "recipe-pes": recipe_pes,
+    "recipe-pes-short": recipe_pes_short,
+    "recipe-ablation": recipe_ablation,
+    "recipe-diagnostic": recipe_diagnostic,
+    "recipe-gpu": recipe_gpu,
+    "recipe-resolution": recipe_resolution,
+    "compare-accuracy": compare_accuracy,
+    "compare-resolution": compare_resolution,
+    "compare-multires": compare_multires,
+    "relbias-scale16": relbias_scale16,
+    "bias-stats": bias_stats,
+    "detail-gains": detail_gains,
+    "cpu-recipe-accuracy": cpu_recipe_accuracy,
+    "cpu-recipe-resolution": cpu_recipe_resolution,
+    "text-order": text_length("order"),
+    "text-adjacent": text_length("adjacent"),
+    "sst2": sst2,
+    "sst2-trials": sst2_trials,
+    "bench-targets-eager": bench_targets("eager"),
+    "bench-targets-compiled": bench_targets("compiled"),
+    "bench-throughput": bench_throughput,
+    "bench-gpu": bench_gpu,
+}

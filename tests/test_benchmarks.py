@@ -1,0 +1,79 @@
+"""The experiments of benchmarks/ run (on a tiny model, a few rounds): the A/B harness, the named changes, the
+memory probe. Their timings are not tested."""
+
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks.ab import Change, compare
+from benchmarks.changes import CHANGES, change
+
+
+class Owner:
+    """Something to change: a counter of which variant each step ran with."""
+
+    value = "old"
+
+
+def test_the_harness_runs_every_variant_in_each_round_and_pairs_the_ratios():
+    calls = []
+
+    class Counting:
+        def __init__(self, name):
+            self.name = name
+
+    change_ = Change(Owner, "value", {"old": Counting("old"), "new": Counting("new")})
+    original = change_.set
+
+    def set_and_count(variant):
+        calls.append(variant)
+        original(variant)
+
+    change_.set = set_and_count
+    result = compare(change_, pes=["alibi"], px=8, rounds=3, kind="infer", dims="quick", batch=2)
+    assert set(result.seconds) == {"none", "alibi/old", "alibi/new"}
+    assert all(len(times) == 3 for times in result.seconds.values())
+    assert calls.count("old") == calls.count("new") >= 3 + 2  # every round and the warm-up steps
+    assert Owner.value.name == "new"  # left at the last variant
+    ratio, low, high = result.new_over_old["alibi"]
+    assert low <= ratio <= high
+    assert result.over_none["none"] == (1.0, 1.0, 1.0)
+    lines = result.lines("infer 8px")
+    assert any("alibi new/old" in line for line in lines) and len(lines) == 4
+
+
+def test_a_bad_kind_or_dims_is_refused():
+    with pytest.raises(ValueError, match="kind must be one of"):
+        compare(Change(Owner, "value", {"old": 1}), pes=[], px=8, rounds=1, kind="backward")
+    with pytest.raises(ValueError, match="dims must be one of"):
+        compare(Change(Owner, "value", {"old": 1}), pes=[], px=8, rounds=1, dims="huge")
+
+
+@pytest.mark.parametrize("name", CHANGES)
+def test_every_named_change_sets_attributes_that_exist(name):
+    chosen, pes = change(name)
+    for value in chosen.values.values():
+        assert value is not None
+    assert hasattr(chosen.owner, chosen.attribute) and pes
+
+
+def test_changes_py_prints_new_over_old(tmp_path):
+    done = subprocess.run([sys.executable, "benchmarks/changes.py", "cpb_tables", "--dims", "quick", "--px", "8",
+                           "--batch", "2", "--rounds", "2"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "train 8px cpb new/old" in done.stdout
+
+
+def test_flex_bias_training_on_a_cpu_is_one_clear_error():
+    done = subprocess.run([sys.executable, "benchmarks/changes.py", "flex_bias", "--kind", "train"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "no backward on a CPU" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_peak_memory_measures_each_model_in_its_own_process():
+    done = subprocess.run([sys.executable, "benchmarks/peak_memory.py", "none,timm", "--px", "8", "--batch", "2"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == ["none", "timm"] and all("MB peak" in line for line in lines)

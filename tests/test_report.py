@@ -1,0 +1,61 @@
+"""Every published table is what the committed records give: scripts/report.py regenerates the tables of README.md,
+RESULTS.md, BENCHMARKS.md and docs/results/*.md and fails on any difference."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+REPORT = [sys.executable, str(ROOT / "scripts/report.py")]
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*REPORT, *args], capture_output=True, text=True, timeout=300)
+
+
+def copy_of_the_pages(tmp_path: Path) -> Path:
+    for page in ("README.md", "RESULTS.md", "BENCHMARKS.md"):
+        shutil.copy(ROOT / page, tmp_path / page)
+    shutil.copytree(ROOT / "docs/results", tmp_path / "docs/results")
+    shutil.copytree(ROOT / "results", tmp_path / "results")
+    return tmp_path
+
+
+def test_the_pages_show_what_the_records_give():
+    done = run("--check")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_number_that_differs_from_its_record_fails_the_check(tmp_path):
+    root = copy_of_the_pages(tmp_path)
+    metrics = root / "results/recipe/D_learnable_b64_s2/metrics.jsonl"
+    lines = metrics.read_text().splitlines()
+    assert '"test_acc": 0.7216' in lines[-1]
+    lines[-1] = lines[-1].replace('"test_acc": 0.7216', '"test_acc": 0.7222')  # as once printed by hand
+    metrics.write_text("\n".join(lines) + "\n")
+    done = run("--check", "--root", str(root))
+    assert done.returncode == 1
+    assert "docs/results/recipe.md" in done.stderr and "72.22" in done.stdout
+    assert run("--root", str(root)).returncode == 0  # writing them brings the page back in line
+    assert run("--check", "--root", str(root)).returncode == 0
+    assert "72.22" in (root / "docs/results/recipe.md").read_text()
+
+
+def test_a_hand_edited_table_fails_the_check(tmp_path):
+    root = copy_of_the_pages(tmp_path)
+    page = root / "RESULTS.md"
+    text = page.read_text()
+    start = text.index("<!-- table: compare-accuracy -->")
+    row = text.index("| `rope_mixed` |", start)
+    page.write_text(text[:row] + text[row:].replace("55.7 ± 0.3", "56.3 ± 0.7", 1))
+    done = run("--check", "--root", str(root))
+    assert done.returncode == 1 and "RESULTS.md" in done.stderr
+
+
+def test_a_marker_naming_no_table_is_an_error(tmp_path):
+    root = copy_of_the_pages(tmp_path)
+    with (root / "RESULTS.md").open("a") as page:
+        page.write("\n<!-- table: no-such-table -->\n<!-- /table -->\n")
+    done = run("--check", "--root", str(root))
+    assert done.returncode != 0 and "no-such-table" in done.stdout + done.stderr
