@@ -17,7 +17,7 @@ import yaml
 
 import vitpe.pe
 from vitpe.bench.targets import check_targets, summary, targets_grid
-from vitpe.resolution.report import SEED_SUFFIX, gains_table, paired_gains, summarise
+from vitpe.resolution.report import SEED_SUFFIX, accuracy_grid, gains_table, paired_gains, summarise
 
 SEED = re.compile(r"_s(\d+)$")
 SITE_NAMES = {"tokens": "tokens", "qk": "q, k", "logits": "logits", "none": "—"}
@@ -194,23 +194,9 @@ def recipe_resolution(root: Path) -> str:
 
 
 # ------------------------------------------------------------------------------------------- the 3-epoch grid
-def resolution_table(records: list[dict], x_key: str = "resolution", labels: Callable[[dict], str] | None = None
-                     ) -> str:
+def resolution_table(records: list[dict], x_key: str = "resolution") -> str:
     """Mean ± std over seeds per (PE, mode) and size; n/a where a PE cannot resize so."""
-    rows = summarise(records, x_key)
-    xs = sorted({r[x_key] for r in rows})
-    table: dict[tuple, dict] = defaultdict(dict)
-    for r in rows:
-        table[(r["label"], r["pe_resize"])][r[x_key]] = r
-
-    def cell(c: dict | None) -> str:
-        if c is None:
-            return ""
-        return "n/a" if c["mean"] is None else f"{100 * c['mean']:.1f}" + (
-            f" ± {100 * c['std']:.1f}" if c["runs"] > 1 else "")
-
-    return markdown(["PE", "mode", *map(str, xs)],
-                    [[f"`{label}`", mode, *(cell(cells.get(x)) for x in xs)] for (label, mode), cells in table.items()])
+    return "\n".join(accuracy_grid(summarise(records, x_key), x_key, show_runs=False, label=lambda pe: f"`{pe}`")) + "\n"
 
 
 def compare_records(root: Path, multires: bool) -> list[dict]:

@@ -144,24 +144,31 @@ def write_reports(records: list[dict[str, Any]], out_dir: str | Path, x_key: str
     return paths
 
 
-def markdown_table(rows: list[dict[str, Any]], x_key: str, title: str) -> str:
+def accuracy_grid(rows: list[dict[str, Any]], x_key: str, *, show_runs: bool = True,
+                  label: Callable[[str], str] = str) -> list[str]:
+    """Markdown lines of :func:`summarise`'s rows: a row per (group, mode), a column per x; each cell the mean with
+    its std over runs (and, with ``show_runs``, the number of runs), ``n/a`` where no run could be evaluated."""
     xs = sorted({r[x_key] for r in rows}, key=_x_sort_key)
     table: dict[tuple, dict] = defaultdict(dict)
     for r in rows:
-        table[(r["label"], r["pe_resize"])][r[x_key]] = r
+        table[(label(r["label"]), r["pe_resize"])][r[x_key]] = r
 
     def cell_text(cell: dict | None) -> str:
         if cell is None:
             return ""
         if cell["mean"] is None:
             return "n/a"
-        spread = f" ± {100 * cell['std']:.1f} ({cell['runs']})" if cell["runs"] > 1 else ""
-        return f"{100 * cell['mean']:.1f}{spread}"
+        runs = f" ({cell['runs']})" if show_runs else ""
+        return f"{100 * cell['mean']:.1f}" + (f" ± {100 * cell['std']:.1f}{runs}" if cell["runs"] > 1 else "")
 
+    return _grid_lines(["PE", "mode"], table, xs, cell_text)
+
+
+def markdown_table(rows: list[dict[str, Any]], x_key: str, title: str) -> str:
     lines = [f"# {title}", "", "Accuracy (%), mean ± std over seeds (runs per cell in brackets when more than one); "
              f"n/a: the run cannot be evaluated there in this mode (a PE that cannot resize so, or a size that is not "
              f"a multiple of the patch size; each cell's reason is in {x_key}.json).", ""]
-    return "\n".join(lines + _grid_lines(["PE", "mode"], table, xs, cell_text)) + "\n"
+    return "\n".join(lines + accuracy_grid(rows, x_key)) + "\n"
 
 
 def plot(rows: list[dict[str, Any]], records: list[dict[str, Any]], x_key: str, title: str, path: Path) -> None:
