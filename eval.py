@@ -33,6 +33,7 @@ from vitpe.cli.arg_types import non_negative_int, positive_int
 from vitpe.cli.exits import add_debug_flag, run_cli
 from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.loading.checkpoint import build_from_checkpoint
+from vitpe.pe.grid import RESIZE_MODES
 from vitpe.resolution import cached_evaluate_run, find_run, parse_modes, parse_resolutions, write_reports
 from vitpe.resolution.lengths import cached_evaluate_lengths, parse_lengths
 from vitpe.resolution.pe_plots import plot_pe
@@ -45,7 +46,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                                 "timm models as timm:NAME or timm:NAME@WEIGHTS_FILE")
     parser.add_argument("--resolutions", default="16,24,32,40,48,64", help="N or HxW, comma-separated")
     parser.add_argument("--lengths", help="text runs: sequence lengths, comma-separated (instead of --resolutions)")
-    parser.add_argument("--pe-resize", default="interpolate,extrapolate", help="modes, comma-separated")
+    parser.add_argument("--pe-resize", default="interpolate,extrapolate",
+                        help=f"resize modes, comma-separated: {', '.join(RESIZE_MODES)} (ntk and yarn for sinusoidal "
+                             f"and rotary PEs; n/a, with the reason, for the others)")
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--best", action="store_true", help="use best.pt instead of checkpoint.pt of run folders")
     parser.add_argument("--ema", action="store_true", help="evaluate the EMA weights when the run has them")

@@ -10,7 +10,8 @@ exit codes in vitpe/cli/exits.py.
 
 The run folder (``out_dir``) receives config.yaml (resolved), metrics.jsonl (one record per epoch),
 checkpoint.pt (last, written atomically every epoch and every ``train.checkpoint_every`` steps) and best.pt;
-text runs also vocab.json and data_stats.json (tokens per sequence in each split).
+text runs also vocab.json and data_stats.json (tokens per sequence in each split); a run started from another
+(``model.init=run:DIR``) also init.json (which run, checkpoint, epoch and step).
 """
 
 from __future__ import annotations
@@ -39,8 +40,10 @@ from vitpe.engine.optimizer import build_optimizer, build_scheduler
 from vitpe.engine.preemption import Preempted, StopRequests
 from vitpe.engine.run_lock import RunLock, RunLockedError
 from vitpe.loading.checkpoint import LAYOUT_ENTRIES, CheckpointError, load_checkpoint, save_atomic, upgrade_checkpoint
-from vitpe.loading.pretrained import apply_architecture, load_pretrained, load_weights
-from vitpe.models.from_config import build_model
+from vitpe.loading.init import load_init
+from vitpe.loading.pretrained import apply_architecture, load_weights
+from vitpe.machine import described
+from vitpe.models.from_config import build_model, check_training_sizes
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -137,8 +140,8 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
           stops: StopRequests) -> None:
     t, out_dir = config.train, Path(config.out_dir)
     pretrained = None
-    if ckpt is None and config.model.init:  # a pretrained timm model sets the architecture and the normalisation
-        pretrained = load_pretrained(config.model.init)
+    if ckpt is None and config.model.init:  # a timm model or a vitpe run sets the architecture and the normalisation
+        pretrained = load_init(config)
         notes = apply_architecture(config, pretrained, given_keys(args.config, args.overrides))
         validate(config)
         for note in notes if dist_info.is_main else ():
@@ -146,7 +149,8 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
 
     # ---- data
     data = build_run_data(config, ckpt, device, rank=dist_info.rank, world=dist_info.world,
-                          normalization=dict(mean=pretrained.mean, std=pretrained.std) if pretrained else None)
+                          normalization=dict(mean=pretrained.mean, std=pretrained.std) if pretrained and
+                          pretrained.mean else None, vocab=pretrained.vocab if pretrained else None)
     num_classes = len(data.classes)
     for split, stats in data.stats.items() if dist_info.is_main else ():
         print(f"{split}: {stats['n']} sequences, tokens per sequence mean {stats['mean']}, median "
@@ -160,6 +164,7 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
         notes = load_weights(model, pretrained, config)
         for note in notes if dist_info.is_main else ():
             print(note, flush=True)
+    check_training_sizes(model, config)  # a PE that cannot work at a training size in its mode: before any step
     model = model.to(device)
     optimizer = build_optimizer(config, model)
     scheduler = build_scheduler(config, optimizer, len(data.train))
@@ -194,6 +199,8 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
             Vocabulary(vocab).save(out_dir / "vocab.json")
         if data.stats:
             write_text_atomic(json.dumps(data.stats, indent=1) + "\n", out_dir / "data_stats.json")
+        if pretrained is not None and pretrained.origin:  # where a run started from another run
+            write_text_atomic(json.dumps(pretrained.origin, indent=1) + "\n", out_dir / "init.json")
         kept = [r for r in read_records(metrics_path) if r["epoch"] <= state.epoch] if ckpt is not None else []
         save_records(kept, metrics_path)  # drop records past the checkpoint (and a line a crash cut short)
 
@@ -229,6 +236,7 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
 
     # ---- loop
     rate_key = "seq_per_s" if config.task == "text" else "img_per_s"
+    machine = described(device)  # every epoch says what ran it: wall times compare only on one kind of machine
     while state.epoch < t.epochs:
         started = time.perf_counter()  # when this epoch (or its resumed part) began; checkpoint() reads it too
         train_metrics = train_one_epoch(
@@ -246,7 +254,7 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
         if ema is not None:
             record["test_acc_ema"] = evaluate(ema.module, data.test, device, dist_info)["acc"]
         state.elapsed_s += time.perf_counter() - started
-        record.update(lr=optimizer.param_groups[0]["lr"], elapsed_s=state.elapsed_s)
+        record.update(lr=optimizer.param_groups[0]["lr"], elapsed_s=state.elapsed_s, machine=machine)
         state.epoch, state.step_in_epoch = state.epoch + 1, 0
         state.loss_sum = state.correct = state.seen = 0.0
         score = record.get("val_acc", record["test_acc"])

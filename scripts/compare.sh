@@ -23,6 +23,7 @@ jobs=${JOBS:-1}
 extra=${EXTRA:-}
 multi_sizes=${MULTI_SIZES:-24,32,40,48}  # the multi-resolution runs' training sizes, one drawn per batch
 source scripts/check_inputs.sh
+source scripts/lanes.sh
 require_jobs JOBS "$jobs"
 require_seeds SEEDS "${seeds[@]}"
 require_pes PES 2 "${pes[@]}"
@@ -30,11 +31,6 @@ require_pes MULTI_PES 2 ${MULTI_PES:-}
 cores=$(nproc)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( cores / jobs > 0 ? cores / jobs : 1 ))}
 mkdir -p "$runs"
-
-train_all() {  # reads lines "RUN_DIR CONFIG key=value ..."; trains JOBS of them at a time, each logging to RUN_DIR.log
-  # (trailing blanks are cut: xargs -L would join such a line with the next one)
-  sed 's/[[:space:]]*$//' | xargs -r -P "$jobs" -L 1 sh -c 'scripts/train_or_resume.sh "$0" "$@" >> "$0.log" 2>&1 || { echo "failed: $0 (see $0.log)" >&2; exit 255; }'
-}
 
 single=()
 for seed in "${seeds[@]}"; do for pe in "${pes[@]}"; do single+=("$runs/${pe}_s$seed"); done; done
@@ -66,9 +62,6 @@ evaluate=("$PYTHON" eval.py --resolutions "${RESOLUTIONS:-16,24,32,40,48,64}" --
           --out "$runs/resolution" ${EVAL_LIMIT:+--limit "$EVAL_LIMIT"})
 # One run per lane first (each run's records are cached in resolution/runs/), then one call that only gathers them
 # into the combined table and plots.
-printf '%s\n' "${single[@]}" "${multi[@]}" |
-  xargs -r -P "$jobs" -I RUN sh -c 'run=$1; shift
-    "$@" "$run" --plot-pe > "$run.eval.log" 2>&1 || { echo "failed: $run (see $run.eval.log)" >&2; exit 255; }' \
-  sh RUN "${evaluate[@]}"
+printf '%s\n' "${single[@]}" "${multi[@]}" | evaluate_each "${evaluate[@]}"
 "${evaluate[@]}" "${single[@]}" "${multi[@]}"
 cat "$runs/accuracy.md" "$runs/resolution/resolution.md"

@@ -52,6 +52,14 @@ class Run:
         return self.last["elapsed_s"] / 60
 
     @property
+    def machines(self) -> frozenset[str]:
+        """What ran the run's epochs (each record's ``machine``, or the folder's ``machine.json`` for records written
+        before train.py recorded it); empty where nothing says."""
+        return frozenset(r["machine"] for r in self.records if "machine" in r) or self.recorded_machine
+
+    recorded_machine: frozenset[str] = frozenset()
+
+    @property
     def seed(self) -> int | None:
         match = SEED.search(self.name)
         return int(match.group(1)) if match else None
@@ -67,7 +75,10 @@ def read_run(folder: Path) -> Run:
         config = yaml.safe_load((folder / "config.yaml").read_text())
     else:
         config = json.loads((folder / "config.json").read_text())
-    return Run(folder.name, config, read_jsonl(folder / "metrics.jsonl"))
+    run = Run(folder.name, config, read_jsonl(folder / "metrics.jsonl"))
+    if (folder / "machine.json").is_file():
+        run.recorded_machine = frozenset([json.loads((folder / "machine.json").read_text())["machine"]])
+    return run
 
 
 def read_flat_run(folder: Path, name: str) -> Run:
@@ -105,6 +116,8 @@ def site_of(pe: str) -> str:
 
 # --------------------------------------------------------------------------------------- the recipe's PE grid
 SEEDS = (0, 1, 2)
+#: The PEs of the recipe grid: every 2D PE of the comparison (rope_dinov3 came later).
+GRID_PES = ("none", "learnable", "separable", "sincos", "rope_axial", "rope_mixed", "relbias", "cpb", "alibi", "peg")
 
 
 def recipe_pes(root: Path) -> str:
@@ -116,19 +129,29 @@ def recipe_pes(root: Path) -> str:
         if "baseline" not in run.config and run.finished:
             by_pe[run.config["model"]["pe"]][run.seed] = run
 
+    elsewhere = []
+
     def row(label: str, site: str, seeds: dict[int, Run]) -> list[str]:
         accs = {s: r.accuracy for s, r in seeds.items()}
-        ratios = [r.minutes / loops[s].minutes for s, r in seeds.items() if s in loops]
+        beside = {s: r for s, r in seeds.items() if s in loops and r.machines == loops[s].machines}
+        ratios = [r.minutes / loops[s].minutes for s, r in beside.items()]
+        if len(beside) < len(seeds):
+            elsewhere.append(label)
+        minutes = f"{statistics.fmean(r.minutes for r in seeds.values()):.1f}"
         return [label, site, per_seed(accs, SEEDS), mean_std(list(accs.values())),
-                f"{statistics.fmean(r.minutes for r in seeds.values()):.1f}",
-                f"{statistics.fmean(ratios):.2f}" if ratios else MISSING]
+                minutes + ("¹" if len(beside) < len(seeds) else ""),
+                f"{statistics.fmean(ratios):.2f}" if ratios else "—"]
 
     rows = [row("plain timm loop (10 epochs at 32 px)", "tokens", loops)]
     for pe in sorted(by_pe, key=lambda p: -statistics.fmean(r.accuracy for r in by_pe[p].values())):
         rows.append(row(f"`{pe}`", site_of(pe), by_pe[pe]))
-    waiting = [pe for pe in vitpe.pe.available() if 2 in vitpe.pe.get(pe).grid_dims and pe not in by_pe]
+    waiting = [pe for pe in GRID_PES if pe not in by_pe]
     table = markdown(["run", "site", "test acc. (%), seeds 0 / 1 / 2", "mean ± std", "wall (min), mean",
                       "wall / the loop's"], rows)
+    if elsewhere:
+        machines = sorted({m for pe in by_pe for r in by_pe[pe].values() for m in r.machines})
+        table += (f"\n¹ ran on another machine than the loop ({'; '.join(machines)}): no ratio to the loop's wall "
+                  f"time (the same training took about three times as long there).\n")
     if waiting:
         table += f"\n{MISSING} not finished yet: {', '.join(f'`{pe}`' for pe in waiting)} (no finished seed).\n"
     return table

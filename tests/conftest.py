@@ -1,4 +1,4 @@
-"""Shared helpers: small PEs on 1D and 2D grids, and a two-block encoder to run them in."""
+"""Shared helpers: small PEs on 1D and 2D grids, and a two-block encoder to run them in; the test order."""
 
 from __future__ import annotations
 
@@ -10,6 +10,22 @@ from vitpe.models.attention import Block
 
 DIM, HEADS, DEPTH, PREFIX = 32, 2, 3, 1
 GRIDS = {1: (7,), 2: (4, 5)}
+#: Files whose tests train in subprocesses (a minute or more each on two cores): collected first, so that with one
+#: test process per core (pytest-xdist) they do not end the run with one core busy and the other idle.
+LONG_FIRST = ("test_scripts.py", "test_reliability.py", "test_train.py", "test_bench.py", "test_benchmarks.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.path.name not in LONG_FIRST)  # stable: each file keeps its own order
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads_restored():
+    """A test that sets torch's thread count (the benchmark's --threads) leaves the next one in the same process as
+    it found it: other threads sum floats in another order."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
 
 
 def cases() -> list[tuple[str, int]]:

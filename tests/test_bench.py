@@ -10,7 +10,7 @@ import torch
 import vitpe.pe
 from vitpe.bench import cli as bench
 from vitpe.bench import config as bench_config
-from vitpe.bench import machine as bench_machine
+from vitpe import machine as bench_machine
 from vitpe.bench import runner, suites
 from vitpe.bench import targets as bench_targets
 from vitpe.bench.targets import NOISE_REFERENCE, check_targets

@@ -55,7 +55,7 @@ def test_options_are_keyed_by_member():
     composed, (_, rope) = members_alike("learnable+rope_axial", rope_axial={"theta": 7.0})
     assert composed.members["rope_axial"].theta == 7.0 == rope.theta
     assert vitpe.pe.options("learnable+rope_axial") == {"learnable": {"init_std": 0.02},
-                                                         "rope_axial": {"theta": None}}
+                                                         "rope_axial": vitpe.pe.options("rope_axial")}
     with pytest.raises(ValueError, match="keyed by member"):
         make_pe("learnable+rope_axial", 2, theta=7.0)
     with pytest.raises(ValueError, match="must be a mapping"):
@@ -79,6 +79,32 @@ def test_a_member_can_pin_its_resize_mode():
     assert pe.members["learnable"].resize == "interpolate"
     with pytest.raises(ValueError, match="pe_resize mode"):
         make_pe("learnable+rope_mixed", 2, rope_mixed={"resize": "stretch"})
+
+
+def test_a_member_can_have_a_reference_grid_of_its_own():
+    pe = make_pe("learnable+rope_axial", 2, grid=(8, 6), rope_axial={"grid": [4, 3], "anchor": "first"})
+    table, rope = pe.members["learnable"], pe.members["rope_axial"]
+    assert table.grid == (8, 6) and rope.grid == (4, 3)
+    # at the model's grid the rotation sits on its own 4 x 3 grid: cell i of 8 at i * 4 / 8 (anchor "first")
+    alone = make_pe("rope_axial", 2, grid=(4, 3), anchor="first")
+    assert torch.allclose(rope.phases((8, 6)), alone.phases((8, 6)))
+    assert torch.allclose(rope.phases((8, 6))[12], alone.phases((4, 3))[3])  # row 2 of 8 sits at row 1 of 4
+    for bad in ([4], [4, 0], "4x3", [4.5, 3]):
+        with pytest.raises(ValueError, match="grid option of 'rope_axial' must be 2 positive whole numbers"):
+            make_pe("learnable+rope_axial", 2, grid=(8, 6), rope_axial={"grid": bad})
+
+
+def test_the_first_cell_anchor_keeps_position_zero():
+    centre = make_pe("rope_axial", 2, grid=(4, 4))
+    first = make_pe("rope_axial", 2, grid=(4, 4), anchor="first")
+    assert torch.equal(centre.phases((4, 4)), first.phases((4, 4)))  # the reference grid: the same integers
+    assert first.phases((8, 8))[0].abs().max() == 0 and centre.phases((8, 8))[0].abs().max() > 0
+    # patch-to-patch offsets agree; the absolute angles differ by a constant
+    shift_first = first.phases((8, 8)) - first.phases((8, 8))[:1]
+    shift_centre = centre.phases((8, 8)) - centre.phases((8, 8))[:1]
+    assert torch.allclose(shift_first, shift_centre, atol=1e-5)
+    with pytest.raises(ValueError, match=r"anchor must be one of \['centre', 'first'\]"):
+        make_pe("rope_axial", 2, anchor="corner")
 
 
 def test_gradients_state_dicts_and_weight_decay_names():

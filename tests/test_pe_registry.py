@@ -5,8 +5,8 @@ from conftest import DEPTH, DIM, HEADS
 
 import vitpe.pe
 
-EXPECTED = {"none", "learnable", "separable", "sincos", "rope_axial", "rope_mixed", "relbias", "t5bias", "cpb",
-            "alibi", "peg"}
+EXPECTED = {"none", "learnable", "separable", "sincos", "rope_axial", "rope_mixed", "rope_dinov3", "relbias", "t5bias",
+            "cpb", "alibi", "peg"}
 
 
 def test_available_lists_all_encodings():
@@ -26,8 +26,10 @@ def test_unknown_name_lists_valid_names():
 def test_unknown_option_is_named_not_dropped():
     with pytest.raises(ValueError, match=r"unknown option\(s\) \['thetta'\].*theta"):
         vitpe.pe.build("rope_axial", dim=DIM, heads=HEADS, depth=DEPTH, grid=(4, 4), thetta=10)
-    with pytest.raises(ValueError, match="unknown option.*'hidden'.*options are: none"):
+    with pytest.raises(ValueError, match="unknown option.*'hidden'.*options are: shift, jitter, rescale"):
         vitpe.pe.build("alibi", dim=DIM, heads=HEADS, depth=DEPTH, grid=(4, 4), hidden=3)
+    with pytest.raises(ValueError, match="unknown option.*'theta'.*options are: none"):
+        vitpe.pe.build("none", dim=DIM, heads=HEADS, depth=DEPTH, grid=(4, 4), theta=3)
 
 
 @pytest.mark.parametrize("name, option, value, says", [
@@ -49,7 +51,9 @@ def test_missing_model_arguments_are_named():
 
 
 def test_options_report_defaults():
-    assert vitpe.pe.options("cpb") == {"hidden": 512, "scale": 8.0}
+    assert vitpe.pe.options("cpb") == {"hidden": 512, "scale": 8.0, "shift": None, "jitter": None, "rescale": None}
+    assert vitpe.pe.options("rope_axial") == {"theta": None, "yarn_alpha": 0.25, "yarn_beta": 1.0, "shift": None,
+                                              "jitter": None, "rescale": None, "anchor": "centre"}
     assert vitpe.pe.options("none") == {}
 
 

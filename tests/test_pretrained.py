@@ -140,3 +140,22 @@ def test_eval_argument_errors(weights, folder, tmp_path, capsys):
     missing = f"timm:vit_tiny_patch16_224@{tmp_path / 'missing.pth'}"  # once: "No such file or directory" alone
     assert eval_cli.main([missing, "--data", f"imagefolder:{folder}", "--out", str(tmp_path)]) == 2
     assert "no weights file at" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name, size, resolutions", [("eva02_tiny_patch14_224", 28, "224,140x168"),
+                                                     ("vit_tiny_patch16_dinov3_qkvb", 32, "224,160x192")])
+def test_todays_rope_vits_fine_tune_and_evaluate_from_a_weights_file(name, size, resolutions, folder, tmp_path):
+    torch.manual_seed(0)
+    path = tmp_path / f"{name}.pth"
+    torch.save(timm.create_model(name, pretrained=False).state_dict(), path)
+    out = tmp_path / "run"
+    assert train.main(["--config", FINETUNE, f"out_dir={out}", f"model.init=timm:{name}@{path}", *SYNTHETIC,
+                       f"data.img_size={size}", f"train.img_sizes=[{size}]"]) == 0
+    model, _ = model_from_checkpoint(out / "checkpoint.pt")
+    assert model.pe.name == ("rope_dinov3" if "dinov3" in name else "learnable+rope_axial")
+    assert model.grid == (2, 2) and type(model.blocks[0].mlp).__name__ == ("Mlp" if "dinov3" in name else "SwiGLU")
+    assert eval_cli.main([f"timm:{name}@{path}", "--data", f"imagefolder:{folder}", "--resolutions", resolutions,
+                          "--out", str(tmp_path / "sweep"), "--workers", "0"]) == 0
+    records = json.loads((tmp_path / "sweep" / "resolution.json").read_text())
+    assert {r["resolution"] for r in records if r["accuracy"] is not None} == {224, "160x192" if "dinov3" in name
+                                                                               else "140x168"}

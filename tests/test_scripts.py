@@ -95,6 +95,7 @@ def test_compare_script_trains_picks_and_evaluates(tmp_path):
     # PATH without any `python`, as in a venv that is not activated: the script must run the interpreter it is given
     env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "CONFIG": "configs/smoke.yaml",
            "PES": "none learnable", "SEEDS": "0", "JOBS": "2", "RESOLUTIONS": "12,16", "EVAL_LIMIT": "40",
+           "MULTI_SIZES": "8,16",
            "OMP_NUM_THREADS": "1"}
     runs = tmp_path / "cmp"
     # no EXTRA: the lines handed to xargs then end in a blank, which once joined two trainings into one
@@ -103,7 +104,7 @@ def test_compare_script_trains_picks_and_evaluates(tmp_path):
     for name in names:
         assert (runs / name / "checkpoint.pt").is_file(), name
     multires = yaml.safe_load((runs / "multires_none_s0" / "config.yaml").read_text())
-    assert multires["train"]["img_sizes"] == [24, 32, 40, 48] and multires["train"]["seed"] == 0
+    assert multires["train"]["img_sizes"] == [8, 16] and multires["train"]["seed"] == 0
     records = json.loads((runs / "resolution" / "resolution.json").read_text())
     assert {r["run"] for r in records} == names
     assert {r["resolution"] for r in records} == {12, 16}
@@ -111,11 +112,14 @@ def test_compare_script_trains_picks_and_evaluates(tmp_path):
     for name in ("none_s0", "multires_learnable_s0"):  # each run was evaluated in its own lane, with a log
         assert (runs / f"{name}.eval.log").is_file() and (runs / "resolution" / "runs" / f"{name}.json").is_file()
     assert "Multi-resolution" in (runs / "accuracy.md").read_text()
-    # PES="" adds seeds to the multi-resolution runs only (and needs MULTI_PES)
+    # PES="" adds seeds to the multi-resolution runs only (and needs MULTI_PES); finished runs are skipped
+    finished = runs / "multires_none_s0" / "checkpoint.pt"
+    before = finished.stat().st_mtime_ns
     more = subprocess.run(["bash", "scripts/compare.sh", str(runs)], cwd=ROOT, capture_output=True, text=True,
-                          env={**env, "PES": "", "SEEDS": "1", "MULTI_PES": "none"})
+                          env={**env, "PES": "", "SEEDS": "0 1", "MULTI_PES": "none"})
     assert more.returncode == 0, more.stderr[-2000:]
     assert (runs / "multires_none_s1" / "checkpoint.pt").is_file() and not (runs / "none_s1").exists()
+    assert finished.stat().st_mtime_ns == before
     table = (runs / "accuracy.md").read_text()  # the single-PE table stays; its multi-resolution section is replaced
     assert "| learnable |" in table and table.count("Multi-resolution training") == 1
     refused = subprocess.run(["bash", "scripts/compare.sh", str(runs)], cwd=ROOT, capture_output=True, text=True,
@@ -149,19 +153,6 @@ DATA = Path(os.environ.get("VITPE_DATA", ROOT / ".." / "shared" / "data"))
 
 
 @pytest.mark.skipif(not (DATA / "cifar-10-batches-py").is_dir(), reason="CIFAR-10 not in VITPE_DATA")
-def test_timm_baseline_trains_and_records_like_train_py(tmp_path):
-    out = tmp_path / "timm"
-    args = ("--out", str(out), "--data-root", str(DATA), "--epochs", "2", "--train-limit", "1280",
-            "--test-limit", "500")
-    code, printed = script_main("timm_baseline", *args)
-    assert code == 0 and "epoch 2/2" in printed
-    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert [r["epoch"] for r in records] == [1, 2] and records[1]["step"] == 20
-    assert all(0 <= r["test_acc"] <= 1 and r["elapsed_s"] > 0 for r in records)
-    assert records[1]["train_loss"] < records[0]["train_loss"]
-    assert script_main("timm_baseline", *args)[0] == 2  # never overwrites a finished baseline
-
-
 @pytest.mark.skipif(not (DATA / "cifar-10-batches-py").is_dir(), reason="CIFAR-10 not in VITPE_DATA")
 def test_timm_baseline_resumes_to_the_uninterrupted_numbers(tmp_path):
     whole, cut = tmp_path / "whole", tmp_path / "cut"
@@ -169,9 +160,15 @@ def test_timm_baseline_resumes_to_the_uninterrupted_numbers(tmp_path):
 
     def baseline(out, *extra):
         return [sys.executable, str(ROOT / "scripts" / "timm_baseline.py"), "--out", str(out), "--data-root",
-                str(DATA), "--train-limit", "640", "--test-limit", "200", "--epochs", "3", *extra]
+                str(DATA), "--train-limit", "640", "--test-limit", "100", "--epochs", "3", *extra]
 
-    assert subprocess.run(baseline(whole), env=env, capture_output=True).returncode == 0
+    done = subprocess.run(baseline(whole), env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and "epoch 3/3" in done.stdout
+    records = [json.loads(line) for line in (whole / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records] == [1, 2, 3] and records[1]["step"] == 10  # 640 images, batches of 128
+    assert all(0 <= r["test_acc"] <= 1 and r["elapsed_s"] > 0 for r in records)
+    assert records[2]["train_loss"] < records[0]["train_loss"]
+    assert subprocess.run(baseline(whole), env=env, capture_output=True).returncode == 2  # never overwrites it
     assert subprocess.run(baseline(cut, "--resume"), env=env, capture_output=True).returncode == 2  # nothing yet
     run = subprocess.Popen(baseline(cut), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
@@ -250,11 +247,6 @@ def test_text_experiments_script_trains_every_seed_and_averages_them(tmp_path):
             assert config["train"]["seed"] == seed and config["data"]["synthetic_size"] == 128
         table = (runs / f"length_{task}" / "length.md").read_text()
         assert "| none | interpolate |" in table and "(2)" in table  # the two seeds averaged in every cell
-    checkpoint = runs / "order_none_s0" / "checkpoint.pt"
-    before = checkpoint.stat().st_mtime_ns
-    subprocess.run(["bash", "scripts/text_experiments.sh", str(runs)], cwd=ROOT, env=env, check=True,
-                   capture_output=True)
-    assert checkpoint.stat().st_mtime_ns == before  # finished runs are skipped
 
 
 @pytest.mark.skipif(not (DATA / "cifar-10-batches-py").is_dir(), reason="CIFAR-10 not in VITPE_DATA")
@@ -282,3 +274,27 @@ def test_gpu_check_fits_the_recipe_to_its_time_and_summarises(tmp_path):
                                (tmp_path / "c", {"STEPS": "recipe benchmark"}, "unknown step 'benchmark'")]:
         refused = check(out, **more)
         assert refused.returncode == 2 and message in refused.stderr
+
+
+def test_transfer_script_trains_augments_fine_tunes_and_evaluates_in_every_mode(tmp_path):
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "CONFIG": "configs/smoke.yaml",
+           "PES": "rope_axial", "AUG_PES": "rope_axial", "AUGS": "r2=rescale=2,jitter=1.5", "SEEDS": "0",
+           "FINETUNE_SIZES": "24", "RESOLUTIONS": "16,24", "EVAL_LIMIT": "64", "JOBS": "2", "OMP_NUM_THREADS": "1",
+           "EXTRA": "data.dataset=synthetic data.synthetic_size=128 data.img_size=16 train.epochs=1"}
+    runs = tmp_path / "transfer"
+    done = subprocess.run(["bash", "scripts/transfer.sh", str(runs)], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    augmented = yaml.safe_load((runs / "augmented" / "rope_axial_r2_s0" / "config.yaml").read_text())
+    assert augmented["model"]["pe_options"] == {"rescale": 2.0, "jitter": 1.5}
+    for mode in ("interpolate", "extrapolate"):
+        tuned = runs / "finetuned" / f"rope_axial_s0_24_{mode}"
+        config = yaml.safe_load((tuned / "config.yaml").read_text())
+        assert config["train"]["img_sizes"] == [24] and config["model"]["pe_resize"] == mode
+        assert json.loads((tuned / "init.json").read_text())["run"] == str(runs / "trained" / "rope_axial_s0")
+    records = json.loads((runs / "resolution" / "resolution.json").read_text())
+    assert {r["run"] for r in records} == {"rope_axial_s0", "rope_axial_r2_s0", "rope_axial_s0_24_interpolate",
+                                           "rope_axial_s0_24_extrapolate"}
+    assert {r["pe_resize"] for r in records} == {"interpolate", "extrapolate", "ntk", "yarn"}
+    bad = subprocess.run(["bash", "scripts/transfer.sh", str(tmp_path / "bad")], cwd=ROOT, capture_output=True,
+                         text=True, env={**env, "AUGS": "big=scale=3"})
+    assert bad.returncode == 2 and "AUGS: 'big=scale=3' is not name=option=value" in bad.stderr

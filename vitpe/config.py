@@ -19,8 +19,9 @@ from typing import Any
 import yaml
 
 from vitpe.atomic_files import write_text_atomic
+from vitpe.models.mlp import MLPS
 from vitpe.pe import registry
-from vitpe.pe.composed import SEPARATOR, member_names
+from vitpe.pe.composed import MEMBER_KEYS, SEPARATOR, member_names
 from vitpe.pe.grid import RESIZE_MODES
 
 
@@ -45,6 +46,7 @@ class ModelConfig:
     patch_size: int = 4
     img_size: int = 0  # image size the model is built for (PE reference grid = img_size / patch_size); 0 = the
     # training size when there is one, else data.img_size (the native size)
+    max_len: int = 0  # text: the length the model is built for (the PE's reference grid); 0 = data.max_len
     pool: str = "cls"
     drop_path: float = 0.0
     drop_rate: float = 0.0
@@ -54,7 +56,10 @@ class ModelConfig:
     fc_norm: bool = False  # with pool=mean: the final LayerNorm after pooling (timm's layout)
     norm_eps: float = 1.0e-5
     qkv_bias: bool = True
-    init: str = ""  # start from a pretrained timm model: timm:NAME or timm:NAME@WEIGHTS_FILE (see README)
+    mlp: str = "gelu"  # the block MLP: gelu (Linear-GELU-Linear) | swiglu
+    mlp_norm: bool = False  # a LayerNorm on the MLP's hidden features (EVA-02's sub-LN)
+    init: str = ""  # start from other weights: timm:NAME[@WEIGHTS_FILE] (a pretrained timm model) or
+    # run:RUN_DIR[@CHECKPOINT] (a vitpe run, e.g. to fine-tune it at another size); docs/training.md
 
 
 @dataclass
@@ -321,11 +326,17 @@ def reference_size(config: Config) -> int:
     return config.model.img_size or (sizes[0] if len(sizes) == 1 else config.data.img_size)
 
 
+def reference_length(config: Config) -> int:
+    """The sequence length a text model and its PE are built for: ``model.max_len`` when set, else ``data.max_len``."""
+    return config.model.max_len or config.data.max_len
+
+
 def dump_config(config: Config, path: str | os.PathLike) -> None:
     """Write the resolved config as YAML, atomically (temporary file + rename)."""
     write_text_atomic(yaml.safe_dump(to_dict(config), sort_keys=False), path)
 
 
+INIT_PREFIXES = ("timm:", "run:")
 IMAGE_DATASETS = ("cifar10", "cifar100", "imagefolder", "synthetic")
 TEXT_DATASETS = ("sst2", "order", "adjacent")
 DATASETS = IMAGE_DATASETS + TEXT_DATASETS
@@ -351,6 +362,13 @@ def check_pe(model: ModelConfig, grid_dims: int) -> None:
     if model.pe_resize not in RESIZE_MODES:
         raise ConfigError(f"model.pe_resize {model.pe_resize!r} is not a resize mode"
                           f"{_suggest(model.pe_resize, RESIZE_MODES)}; choose one of {list(RESIZE_MODES)}")
+    pinned = {m for m, opts in model.pe_options.items() if isinstance(opts, dict) and "resize" in opts}
+    for name, cls in zip(names, classes):
+        if model.pe_resize not in cls.resize_modes and not (len(names) > 1 and name in pinned):
+            frequency_pes = [n for n in registry.available() if model.pe_resize in registry.get(n).resize_modes]
+            raise ConfigError(f"model.pe_resize={model.pe_resize}: {name} has no frequencies to scale; it takes "
+                              f"{' or '.join(cls.resize_modes)} (the {model.pe_resize} mode is for "
+                              f"{', '.join(frequency_pes)})")
     if len(names) == 1:
         _check_pe_options(names[0], model.pe_options, "model.pe_options")
         return
@@ -361,7 +379,7 @@ def check_pe(model: ModelConfig, grid_dims: int) -> None:
                               f"{_suggest(str(member), names)}")
         if not isinstance(opts, dict):
             raise ConfigError(f"model.pe_options.{member} must be a mapping of {member}'s options, got {opts!r}")
-        _check_pe_options(member, {k: v for k, v in opts.items() if k != "resize"}, f"model.pe_options.{member}")
+        _check_pe_options(member, {k: v for k, v in opts.items() if k not in MEMBER_KEYS}, f"model.pe_options.{member}")
 
 
 def _check_pe_options(name: str, given: dict[str, Any], key: str) -> None:
@@ -425,12 +443,15 @@ def validate(config: Config, for_training: bool = True) -> None:
         (m.reg_tokens >= 0, "model.reg_tokens", ">= 0"),
         (m.layer_scale_init is None or m.layer_scale_init > 0, "model.layer_scale_init", "positive, or null (off)"),
         (not m.fc_norm or m.pool == "mean", "model.fc_norm", "false unless model.pool is mean"),
-        (not m.init or m.init.startswith("timm:"), "model.init", "timm:NAME or timm:NAME@WEIGHTS_FILE"),
+        (not m.init or m.init.startswith(INIT_PREFIXES), "model.init",
+         "timm:NAME[@WEIGHTS_FILE] (a pretrained timm model) or run:RUN_DIR[@CHECKPOINT] (a vitpe run)"),
+        (m.max_len >= 0, "model.max_len", ">= 0 (0: data.max_len)"),
+        (m.mlp in MLPS, "model.mlp", " or ".join(MLPS)),
     ]
     if config.task == "text":
         checks += [
-            (not (m.init or m.reg_tokens or m.class_token is not None), "model.init/reg_tokens/class_token",
-             "unset for text (image options)"),
+            (not (m.init.startswith("timm:") or m.reg_tokens or m.class_token is not None),
+             "model.init/reg_tokens/class_token", "unset for text (image options; model.init=run:RUN_DIR works)"),
             (d.max_len >= 1, "data.max_len", ">= 1"),
             (0 <= d.min_len <= d.max_len, "data.min_len", f"between 0 and data.max_len ({d.max_len})"),
             (not (d.mixup or d.cutmix or d.randaugment), "data.mixup/cutmix/randaugment", "off for text"),

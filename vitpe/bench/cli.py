@@ -26,7 +26,7 @@ import torch
 import vitpe.pe
 from vitpe.atomic_files import write_text_atomic
 from vitpe.bench.config import PRESETS, QUICK, BenchConfig
-from vitpe.bench.machine import machine
+from vitpe.machine import machine
 from vitpe.bench.report import markdown
 from vitpe.bench.runner import compile_limits
 from vitpe.bench.suites import bench_data, bench_text, bench_vit, graphs_per_function

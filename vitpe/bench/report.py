@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vitpe.bench.machine import cpu_line
+from vitpe.machine import cpu_line
 from vitpe.bench.stats import CONFIDENCE
 from vitpe.bench.targets import summary, targets_markdown
 

@@ -78,14 +78,17 @@ def load_text_split(config: Config, split: str, vocab: Vocabulary) -> TextSet:
 
 
 def build_run_data(config: Config, ckpt: dict[str, Any] | None, device: torch.device, *, rank: int = 0,
-                   world: int = 1, normalization: dict[str, list[float]] | None = None) -> RunData:
+                   world: int = 1, normalization: dict[str, list[float]] | None = None,
+                   vocab: list[str] | None = None) -> RunData:
     """Loaders for training and evaluation (and validation with ``data.val_split``) per the config's task, for
     process ``rank`` of ``world``. Images are normalised with the checkpoint's statistics when resuming, else
-    ``normalization`` (a pretrained model's mean and std) when given, else the training split's."""
+    ``normalization`` (a pretrained model's mean and std) when given, else the training split's. Text uses the
+    checkpoint's vocabulary when resuming, else ``vocab`` (the run's it started from) when given, else one built from
+    the training split."""
     t, d = config.train, config.data
     shard = dict(rank=rank, world=world, device=device)
     if config.task == "text":
-        vocab = text_vocabulary(config, ckpt.get("vocab") if ckpt else None)
+        vocab = text_vocabulary(config, ckpt.get("vocab") if ckpt else vocab)
         train_set, test_set = load_text_split(config, "train", vocab), load_text_split(config, d.eval_split, vocab)
         train_set, val_set = train_set.split(d.val_split) if d.val_split else (train_set, None)
 

@@ -16,7 +16,7 @@ Images are normalised with the pretrained model's mean and std (timm's data conf
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,19 +28,22 @@ from vitpe.loading.convert import Converted, convert
 PREFIX = "timm:"
 #: ModelConfig keys that a converted model determines (ViT keyword of the same name).
 ARCHITECTURE_KEYS = ("dim", "depth", "heads", "mlp_ratio", "patch_size", "pool", "class_token", "reg_tokens",
-                     "layer_scale_init", "fc_norm", "norm_eps", "qkv_bias")
+                     "layer_scale_init", "fc_norm", "norm_eps", "qkv_bias", "mlp", "mlp_norm")
 PE_KEYS = ("pe", "pe_options", "pe_resize")
 
 
 @dataclass
 class Pretrained:
-    """A pretrained timm model converted for vitpe, and timm's data config for it."""
+    """Weights to start a run from: a pretrained timm model converted for vitpe (and timm's data config for it), or
+    a vitpe run (:mod:`vitpe.loading.run_init`: its vocabulary for text, and where it comes from in ``origin``)."""
 
     spec: str
     converted: Converted
     mean: list[float]
     std: list[float]
     data_config: dict[str, Any]
+    vocab: list[str] | None = None
+    origin: dict[str, Any] = field(default_factory=dict)
 
 
 def parse_spec(spec: str) -> tuple[str, str | None]:
@@ -109,6 +112,17 @@ def apply_architecture(config: Config, pretrained: Pretrained, given: set[str]) 
                               f"(the architecture comes from the pretrained model)")
         setattr(m, key, value)
     notes = [f"model: architecture from {pretrained.spec}"]
+    for key, derived in (("img_size", "train.img_sizes"), ("max_len", "data.max_len")):  # a vitpe run's reference
+        if key not in vit or not pretrained.origin:  # a timm model's tables are resampled to the training size
+            continue
+        if f"model.{key}" in given and getattr(m, key) != vit[key]:
+            notes.append(f"model: reference {key} {vit[key]} -> {getattr(m, key)} (learned position tables are "
+                         f"resampled once, on load)")
+        else:
+            setattr(m, key, vit[key])
+            notes.append(f"model: the reference {key} stays {vit[key]}: the PE meets other sizes in its "
+                         f"{m.pe_resize if 'model.pe_resize' in given else vit.get('pe_resize')} mode "
+                         f"(model.{key} moves it)")
     if "model.pe" not in given or m.pe == vit["pe"]:
         m.pe = vit["pe"]
         if "model.pe_options" not in given:

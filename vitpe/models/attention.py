@@ -12,10 +12,11 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from timm.layers import DropPath, LayerScale, Mlp
+from timm.layers import DropPath, LayerScale
 from torch import nn
 
 from vitpe.models.biased_attention import biased_attention, takes_fast_path
+from vitpe.models.mlp import build_mlp
 from vitpe.pe.base import PositionEncoding
 
 
@@ -58,18 +59,19 @@ class Attention(nn.Module):
 class Block(nn.Module):
     """Pre-norm Transformer block: ``x + ls1(attn(norm1(x)))``, then ``x + ls2(mlp(norm2(x)))``, with stochastic
     depth. ``layer_scale_init`` adds LayerScale (a learned per-channel gain on each branch, Touvron et al. 2021,
-    "Going deeper with Image Transformers"; timm's ``init_values``) starting at that value; None leaves it out."""
+    "Going deeper with Image Transformers"; timm's ``init_values``) starting at that value; None leaves it out.
+    ``mlp`` and ``mlp_norm``: the MLP's kind and its hidden LayerNorm (:mod:`vitpe.models.mlp`)."""
 
     def __init__(self, dim: int, heads: int, mlp_ratio: float = 4.0, qkv_bias: bool = True, drop: float = 0.0,
                  attn_drop: float = 0.0, drop_path: float = 0.0, layer_scale_init: float | None = None,
-                 norm_eps: float = 1e-5):
+                 norm_eps: float = 1e-5, mlp: str = "gelu", mlp_norm: bool = False):
         super().__init__()
         self.norm1 = nn.LayerNorm(dim, eps=norm_eps)
         self.attn = Attention(dim, heads, qkv_bias=qkv_bias, attn_drop=attn_drop, proj_drop=drop)
         self.ls1 = LayerScale(dim, layer_scale_init) if layer_scale_init is not None else nn.Identity()
         self.drop_path1 = DropPath(drop_path) if drop_path > 0 else nn.Identity()
         self.norm2 = nn.LayerNorm(dim, eps=norm_eps)
-        self.mlp = Mlp(dim, hidden_features=int(dim * mlp_ratio), act_layer=nn.GELU, drop=drop)
+        self.mlp = build_mlp(mlp, dim, mlp_ratio, drop=drop, norm=mlp_norm, norm_eps=norm_eps)
         self.ls2 = LayerScale(dim, layer_scale_init) if layer_scale_init is not None else nn.Identity()
         self.drop_path2 = DropPath(drop_path) if drop_path > 0 else nn.Identity()
 

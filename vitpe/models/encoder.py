@@ -7,7 +7,7 @@ then calls :meth:`PETrunk.encode` with the token grid -- ``(gh, gw)`` patches or
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Collection
 
 import torch
 from timm.layers import trunc_normal_
@@ -41,7 +41,7 @@ class PETrunk(nn.Module):
                     mlp_ratio: float, pe: str, pe_options: dict[str, Any] | None, pe_resize: str, pool: str,
                     num_prefix_tokens: int, drop_rate: float, attn_drop_rate: float, drop_path: float,
                     qkv_bias: bool, layer_scale_init: float | None = None, norm_eps: float = 1e-5,
-                    fc_norm: bool = False) -> None:
+                    fc_norm: bool = False, mlp: str = "gelu", mlp_norm: bool = False) -> None:
         self.pool, self.num_prefix_tokens = pool, num_prefix_tokens
         self.num_classes = num_classes
         self.num_features = self.embed_dim = dim
@@ -54,7 +54,7 @@ class PETrunk(nn.Module):
             raise ValueError("fc_norm (normalise after pooling) needs pool='mean'")
         self.blocks = nn.ModuleList(
             Block(dim, heads, mlp_ratio, qkv_bias=qkv_bias, drop=drop_rate, attn_drop=attn_drop_rate, drop_path=r,
-                  layer_scale_init=layer_scale_init, norm_eps=norm_eps)
+                  layer_scale_init=layer_scale_init, norm_eps=norm_eps, mlp=mlp, mlp_norm=mlp_norm)
             for r in rates
         )
         # the final LayerNorm acts on every token, or with fc_norm on the pooled features (timm's global-pool layout)
@@ -94,14 +94,26 @@ class PETrunk(nn.Module):
         padding tokens are zeroed before every token-site PE hook so that a PE mixing neighbours (PEG's convolution)
         sees the same zeros past the end of a sequence as it would without padding.
         """
+        return self.norm(self.run_blocks(x, grid, key_mask, token_mask)[0])
+
+    def run_blocks(self, x: torch.Tensor, grid: tuple[int, ...], key_mask: torch.Tensor | None = None,
+                   token_mask: torch.Tensor | None = None, keep: Collection[int] = (),
+                   last: int | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Tokens (B, T, D) through blocks 0..``last`` (default: all) -> (the tokens after block ``last``, not
+        normalised; the tokens after each block whose index is in ``keep``, in order). Masks as in :meth:`encode`."""
         state = self.pe.prepare(grid)
         zero_padding = token_mask is not None and "tokens" in self.pe.sites
+        kept = []
         for layer, block in enumerate(self.blocks):
+            if last is not None and layer > last:
+                break
             if zero_padding:
                 x = x * token_mask
             x = self.pe.add_to_tokens(x, state, layer)
             x = block(x, self.pe, state, layer, key_mask)
-        return self.norm(x)
+            if layer in keep:
+                kept.append(x)
+        return x, kept
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False,
                      token_mask: torch.Tensor | None = None) -> torch.Tensor:

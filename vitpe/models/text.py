@@ -49,7 +49,7 @@ class TextClassifier(PETrunk):
             defaults to ``init_std=1.0`` here instead of ViT's 0.02, which would leave positions 50x weaker than words
             (``learnable`` then stays at chance on the adjacent task; at 1.0 it reaches 100%).
         pool: ``"cls"`` (the ``<cls>`` embedding prepended to every sequence) or ``"mean"`` (mean of real tokens).
-        drop_rate, attn_drop_rate, drop_path, qkv_bias: as in :class:`vitpe.ViT`.
+        drop_rate, attn_drop_rate, drop_path, qkv_bias, mlp, mlp_norm: as in :class:`vitpe.ViT`.
     """
 
     def __init__(
@@ -69,6 +69,8 @@ class TextClassifier(PETrunk):
         attn_drop_rate: float = 0.0,
         drop_path: float = 0.0,
         qkv_bias: bool = True,
+        mlp: str = "gelu",
+        mlp_norm: bool = False,
     ) -> None:
         super().__init__()
         class_token = check_pool(pool, None)
@@ -82,7 +84,7 @@ class TextClassifier(PETrunk):
         self.build_trunk(grid=(max_len,), num_classes=num_classes, dim=dim, depth=depth, heads=heads,
                          mlp_ratio=mlp_ratio, pe=pe, pe_options=pe_options, pe_resize=pe_resize, pool=pool,
                          num_prefix_tokens=int(class_token), drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,
-                         drop_path=drop_path, qkv_bias=qkv_bias)
+                         drop_path=drop_path, qkv_bias=qkv_bias, mlp=mlp, mlp_norm=mlp_norm)
         self.init_weights()
         # Vaswani et al.'s scaling: weights N(0, 1/D), multiplied by sqrt(D) in forward, so token embeddings have unit
         # scale like the sincos table they are added to (with ViT-style std-0.02 embeddings a unit-amplitude table

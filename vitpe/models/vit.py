@@ -44,6 +44,8 @@ class ViT(PETrunk):
         fc_norm: with ``pool="mean"``, apply the final LayerNorm to the pooled features instead of to every token
             (timm's layout for global average pooling).
         norm_eps: epsilon of every LayerNorm (timm's ViTs use 1e-6).
+        mlp: ``"gelu"`` (Linear-GELU-Linear) or ``"swiglu"`` (EVA-02, DINOv3's larger models); ``mlp_norm``: a
+            LayerNorm on the MLP's hidden features (EVA-02's sub-LN). See :mod:`vitpe.models.mlp`.
         drop_rate, attn_drop_rate, drop_path: dropout after MLP/projections and before the head, attention dropout,
             stochastic depth (linearly increasing over depth up to this value).
         qkv_bias: bias on the qkv projection.
@@ -72,6 +74,8 @@ class ViT(PETrunk):
         layer_scale_init: float | None = None,
         fc_norm: bool = False,
         norm_eps: float = 1e-5,
+        mlp: str = "gelu",
+        mlp_norm: bool = False,
     ) -> None:
         super().__init__()
         class_token = check_pool(pool, class_token)
@@ -90,7 +94,8 @@ class ViT(PETrunk):
                          mlp_ratio=mlp_ratio, pe=pe, pe_options=pe_options, pe_resize=pe_resize, pool=pool,
                          num_prefix_tokens=int(class_token) + reg_tokens, drop_rate=drop_rate,
                          attn_drop_rate=attn_drop_rate, drop_path=drop_path, qkv_bias=qkv_bias,
-                         layer_scale_init=layer_scale_init, norm_eps=norm_eps, fc_norm=fc_norm)
+                         layer_scale_init=layer_scale_init, norm_eps=norm_eps, fc_norm=fc_norm, mlp=mlp,
+                         mlp_norm=mlp_norm)
         self.reg_token = nn.Parameter(torch.zeros(1, reg_tokens, dim)) if reg_tokens else None
         self.init_weights()
         for token in (self.cls_token, self.reg_token):
@@ -112,6 +117,11 @@ class ViT(PETrunk):
     # ---------------------------------------------------------------------------------------------------- forward
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """(B, C, H, W) -> normalised tokens (B, T, D)."""
+        return self.encode(*self.embed(x))
+
+    def embed(self, x: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int]]:
+        """(B, C, H, W) -> (tokens (B, T, D) before block 0, patch grid (gh, gw)); a clear error for images the
+        model cannot take."""
         if x.dim() != 4:
             raise ValueError(f"expected images of shape (B, C, H, W), got a tensor of shape {tuple(x.shape)}")
         if x.shape[1] != self.in_chans:
@@ -129,7 +139,57 @@ class ViT(PETrunk):
             # that transposed memory order through every residual add, and every LayerNorm copies them (one copy
             # here instead: 0.91-0.95x inference, 0.92-0.99x training time, mean pooling, recipe dims; BENCHMARKS.md)
             x = x.contiguous()  # (B, N, D), row-major
-        return self.encode(x, grid)
+        return x, grid
+
+    def forward_intermediates(
+        self,
+        x: torch.Tensor,
+        indices: int | Sequence[int] | None = None,
+        return_prefix_tokens: bool = False,
+        norm: bool = False,
+        stop_early: bool = False,
+        output_fmt: str = "NCHW",
+        intermediates_only: bool = False,
+    ) -> list[Any] | tuple[torch.Tensor, list[Any]]:
+        """Features of intermediate blocks, with timm's signature and outputs, at any input size.
+
+        ``indices``: the last n blocks (int) or these block indices (negative counts from the end); default all.
+        Each intermediate holds the tokens after its block (through the final norm when ``norm``), the patch tokens as
+        (B, D, gh, gw) (``output_fmt="NCHW"``) or (B, N, D) (``"NLC"``), with ``return_prefix_tokens`` paired with
+        the prefix tokens (B, P, D). Returns the intermediates, or with ``intermediates_only=False`` also the final
+        normalised tokens (B, T, D) (of the last block run, when ``stop_early`` stops after the last one asked for).
+        """
+        from timm.models._features import feature_take_indices
+
+        if output_fmt not in ("NCHW", "NLC"):
+            raise ValueError(f"output_fmt must be 'NCHW' or 'NLC', got {output_fmt!r}")
+        take, last = feature_take_indices(len(self.blocks), indices)
+        tokens, (gh, gw) = self.embed(x)
+        x, kept = self.run_blocks(tokens, (gh, gw), keep=set(take), last=last if stop_early else None)
+        if norm:
+            kept = [self.norm(t) for t in kept]
+        P = self.num_prefix_tokens
+        patches = [t[:, P:] for t in kept]  # (B, N, D) each
+        if output_fmt == "NCHW":
+            patches = [t.reshape(t.shape[0], gh, gw, -1).permute(0, 3, 1, 2).contiguous()  # (B, D, gh, gw)
+                       for t in patches]
+        intermediates: list[Any] = list(zip(patches, (t[:, :P] for t in kept))) if return_prefix_tokens else patches
+        return intermediates if intermediates_only else (self.norm(x), intermediates)
+
+    def prune_intermediate_layers(self, indices: int | Sequence[int] = 1, prune_norm: bool = False,
+                                  prune_head: bool = True) -> list[int]:
+        """Drop the blocks after the last of ``indices`` (as in :meth:`forward_intermediates`), and with ``prune_norm``
+        the final norm, with ``prune_head`` the pooling norm and the classifier; returns the kept indices (timm's
+        method of the same name)."""
+        from timm.models._features import feature_take_indices
+
+        take, last = feature_take_indices(len(self.blocks), indices)
+        self.blocks = self.blocks[:last + 1]
+        if prune_norm:
+            self.norm = nn.Identity()
+        if prune_head:
+            self.fc_norm, self.head, self.num_classes = nn.Identity(), nn.Identity(), 0
+        return take
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward_head(self.forward_features(x))

@@ -19,6 +19,7 @@ from vitpe.pe import (  # noqa: F401  (each module registers its encoding)
     peg,
     relbias,
     rope_axial,
+    rope_dinov3,
     rope_mixed,
     separable,
     sincos,

@@ -10,6 +10,8 @@ from its reversal (nor, in 2D, an image from its mirror images), e.g. it cannot 
 the ``order`` task. Slopes for n heads (n a power of 2): ``2^(-8 i / n)``, i = 1..n; otherwise the slopes
 of the largest power of two c < n, then every other slope of 2c until n are filled (see :func:`alibi_slopes`).
 Resize: ``interpolate`` shrinks distances by reference / new; ``extrapolate`` keeps them (ALiBi's intended use).
+Options ``jitter``, ``rescale`` (and ``shift``, which changes no distance): DINOv3's coordinate augmentation in
+training, here scaling the offsets before their distance (:mod:`vitpe.pe.coord_augment`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 import torch
 
+from vitpe.pe.coord_augment import CoordAugment
 from vitpe.pe.grid import Grid, relative_index, relative_offsets
 from vitpe.pe.registry import register
 from vitpe.pe.sites import BiasEncoding, gather_relative
@@ -38,14 +41,19 @@ def alibi_slopes(heads: int) -> torch.Tensor:
 
 @register("alibi")
 class ALiBi(BiasEncoding):
-    """ALiBi with Euclidean distance on 2D grids. No options."""
+    """ALiBi with Euclidean distance on 2D grids. Options: ``shift``, ``jitter``, ``rescale`` (coordinate
+    augmentation)."""
 
-    def __init__(self, **common: Any) -> None:
+    def __init__(self, shift: float | None = None, jitter: float | None = None, rescale: float | None = None,
+                 **common: Any) -> None:
         super().__init__(**common)
+        self.augment = CoordAugment.checked(shift, jitter, rescale, self.name)
         self.register_buffer("slopes", alibi_slopes(self.heads), persistent=False)  # (nH,)
 
     def bias(self, grid: Grid) -> torch.Tensor:
         offsets = relative_offsets(grid, self.grid, self.resize, self.device)  # (*extent, ndim)
+        if self.augmenting:
+            offsets = self.augment.offsets(offsets)
         distance = offsets.reshape(-1, len(grid)).norm(dim=-1)  # (T,)
         table = -distance[:, None] * self.slopes  # (T, nH)
         return gather_relative(table, relative_index(grid, device=self.device))  # (nH, N, N)

@@ -28,7 +28,8 @@ from typing import Any, Callable, ClassVar, Iterator
 import torch
 from torch import nn
 
-from vitpe.pe.grid import Grid, as_grid, check_resize_mode
+from vitpe.pe.coord_augment import CoordAugment
+from vitpe.pe.grid import BASIC_RESIZE_MODES, Grid, as_grid, check_resize_mode
 from vitpe.pe.layout import unbind_in_memory_order
 
 SITES = ("none", "tokens", "qk", "logits")
@@ -54,6 +55,10 @@ class PositionEncoding(nn.Module):
     site: ClassVar[str] = "none"
     grid_dims: ClassVar[tuple[int, ...]] = (1, 2)
     name: ClassVar[str] = ""
+    #: The resize modes this PE has (``ntk`` and ``yarn`` only for PEs made of frequencies).
+    resize_modes: ClassVar[tuple[str, ...]] = BASIC_RESIZE_MODES
+    #: Coordinate augmentation in training (:mod:`vitpe.pe.coord_augment`), for PEs that read coordinates.
+    augment: CoordAugment | None = None
 
     def __init__(
         self,
@@ -78,7 +83,7 @@ class PositionEncoding(nn.Module):
         self.dim, self.heads, self.depth = dim, heads, depth
         self.head_dim = dim // heads
         self.num_prefix_tokens = num_prefix_tokens
-        self._resize = check_resize_mode(resize)
+        self._resize = self._supported(check_resize_mode(resize))
         # Persistent so that a state dict records the grid its tables were learned on (used when loading elsewhere).
         self.register_buffer("reference_grid", torch.tensor(self.grid, dtype=torch.long), persistent=True)
         self._cache: dict[Any, Any] = {}
@@ -90,7 +95,14 @@ class PositionEncoding(nn.Module):
 
     @resize.setter
     def resize(self, mode: str) -> None:
-        self._set_resize(check_resize_mode(mode))
+        self._set_resize(self._supported(check_resize_mode(mode)))
+
+    def _supported(self, mode: str) -> str:
+        """``mode``, or a :class:`ResizeError` where this PE does not have it."""
+        if mode not in self.resize_modes:
+            raise ResizeError(f"{self.name or type(self).__name__} has no frequencies to scale: the {mode} resize mode "
+                              f"applies to sinusoidal and rotary PEs; use {' or '.join(self.resize_modes)}")
+        return mode
 
     def _set_resize(self, mode: str) -> None:
         """Switch to ``mode`` (already checked); a PE made of others passes it on."""
@@ -111,6 +123,11 @@ class PositionEncoding(nn.Module):
         return frozenset({self.site}) - {"none"}
 
     @property
+    def augmenting(self) -> bool:
+        """Whether this forward moves the coordinates (training mode, an augmentation set)."""
+        return self.training and self.augment is not None and self.augment.active
+
+    @property
     def device(self) -> torch.device:
         return self.reference_grid.device
 
@@ -124,6 +141,8 @@ class PositionEncoding(nn.Module):
     def prepare(self, grid: int | tuple[int, ...]) -> Any:
         """Everything that depends only on ``grid``; call once per forward and pass the result to the hooks."""
         grid = self.check_grid(grid)
+        if self.augmenting:  # new coordinates every forward
+            return self._prepare(grid)
         return self.cached_if_fixed(("state", grid, self.resize), lambda: self._prepare(grid))
 
     def _prepare(self, grid: Grid) -> Any:

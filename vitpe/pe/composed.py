@@ -7,7 +7,9 @@ options are keyed by member, ``{"rope_mixed": {"theta": 10}, "learnable": {"init
 Every hook runs each member's hook in the order of the name: token additions in turn, rotations in turn (two
 rotations of q and k compose), attention biases summed. A member's options may include ``resize`` to pin its resize
 mode (rope-vit's ``*_ape`` models resample the table and continue the rotation: ``{"rope_axial": {"resize":
-"extrapolate"}}``); the others follow the model's mode, and :attr:`resize` changes only them. Parameters live under
+"extrapolate"}}``); the others follow the model's mode, and :attr:`resize` changes only them. A member's ``grid``
+gives it a reference grid of its own: EVA-02 at 448 px learned its table on the 32 x 32 grid of its input but scales
+its rotation onto 16 x 16 (``{"rope_axial": {"grid": [16, 16]}}``). Parameters live under
 ``members.<name>.``; each member resamples its own tables when a state dict from another grid is loaded.
 """
 
@@ -19,9 +21,11 @@ import torch
 from torch import nn
 
 from vitpe.pe.base import PositionEncoding
-from vitpe.pe.grid import check_resize_mode
+from vitpe.pe.grid import RESIZE_MODES, check_resize_mode
 
 SEPARATOR = "+"
+#: Options every member takes besides its own: its pinned resize mode and its own reference grid.
+MEMBER_KEYS = ("resize", "grid")
 
 
 def member_names(name: str) -> list[str]:
@@ -33,8 +37,22 @@ def member_names(name: str) -> list[str]:
     return names
 
 
+def member_grid(member: str, grid: Any, dims: int) -> tuple[int, ...]:
+    """A member's own reference grid, checked: ``dims`` positive ints."""
+    try:
+        cells = tuple(int(n) for n in grid)
+    except (TypeError, ValueError):
+        cells = ()
+    if len(cells) != dims or any(n < 1 for n in cells) or any(float(n) != float(g) for n, g in zip(cells, grid)):
+        raise ValueError(f"the grid option of {member!r} must be {dims} positive whole numbers, e.g. "
+                         f"{[16] * dims}; got {grid!r}")
+    return cells
+
+
 class ComposedEncoding(PositionEncoding):
     """Several PEs behind the one interface. Built by :func:`vitpe.pe.build`; ``members`` is built by it too."""
+
+    resize_modes = RESIZE_MODES  # each member accepts or refuses a mode itself
 
     def __init__(self, name: str, build_member: Callable[..., PositionEncoding], member_options: dict[str, dict],
                  **common: Any) -> None:
@@ -47,6 +65,8 @@ class ComposedEncoding(PositionEncoding):
             if "resize" in options:
                 options["resize"] = check_resize_mode(options["resize"])
                 self.pinned.add(member)
+            if "grid" in options:
+                options["grid"] = member_grid(member, options["grid"], len(common["grid"]))
             self.members[member] = build_member(member, **{**common, **options})
         self.site = SEPARATOR.join(dict.fromkeys(m.site for m in self.members.values()))
 

@@ -8,6 +8,8 @@ For every relative offset ``d`` of the grid (in reference units, see ``grid.py``
 The MLP is defined everywhere and the log spacing compresses large offsets, which is why it transfers to larger grids
 (Swin-V2 Table 1: trained at window 8, tested at 24 without fine-tuning: 79.1% against 68.7% for a learned table).
 Resize: ``interpolate`` squeezes offsets into the reference range; ``extrapolate`` feeds the larger offsets as they are.
+Options ``jitter``, ``rescale`` (and ``shift``, which moves every position alike and so changes no offset): DINOv3's
+coordinate augmentation in training, here scaling the offsets (:mod:`vitpe.pe.coord_augment`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from vitpe.pe.coord_augment import CoordAugment
 from vitpe.pe.grid import Grid, relative_index, relative_offsets
 from vitpe.pe.registry import register
 from vitpe.pe.sites import BiasEncoding, gather_relative
@@ -26,12 +29,14 @@ from vitpe.pe.sites import BiasEncoding, gather_relative
 @register("cpb")
 class ContinuousPositionBias(BiasEncoding):
     """Swin-V2 CPB. Options: ``hidden`` (MLP width, default 512), ``scale`` (log-coordinate range, default 8; not
-    relbias's ``scale``, a multiplier of its table)."""
+    relbias's ``scale``, a multiplier of its table), ``shift``, ``jitter``, ``rescale`` (coordinate augmentation)."""
 
     per_layer = True
 
-    def __init__(self, hidden: int = 512, scale: float = 8.0, **common: Any) -> None:
+    def __init__(self, hidden: int = 512, scale: float = 8.0, shift: float | None = None, jitter: float | None = None,
+                 rescale: float | None = None, **common: Any) -> None:
         super().__init__(**common)
+        self.augment = CoordAugment.checked(shift, jitter, rescale, self.name)
         if hidden < 1 or scale <= 0:
             raise ValueError(f"cpb needs hidden >= 1 and scale > 0, got hidden={hidden}, scale={scale}")
         self.scale = float(scale)
@@ -42,17 +47,21 @@ class ContinuousPositionBias(BiasEncoding):
         )
 
     def log_coordinates(self, grid: Grid) -> torch.Tensor:
-        """Log-spaced relative coordinates of every offset of ``grid``, shape (T, ndim), T = prod(2 g - 1)."""
+        """Log-spaced relative coordinates of every offset of ``grid``, shape (T, ndim), T = prod(2 g - 1) (the
+        offsets of this forward's draw while the augmentation moves them)."""
         offsets = relative_offsets(grid, self.grid, self.resize, self.device)  # (*extent, ndim)
+        if self.augmenting:
+            offsets = self.augment.offsets(offsets)
         span = torch.tensor([max(g - 1, 1) for g in self.grid], dtype=torch.float32, device=self.device)
         u = offsets.reshape(-1, len(grid)) / span * self.scale  # (T, ndim)
         return torch.sign(u) * torch.log2(1.0 + u.abs()) / math.log2(self.scale)
 
     def bias(self, grid: Grid) -> torch.Tensor:
-        coords, index = self.cached(
-            ("coords", grid, self.resize),
-            lambda: (self.log_coordinates(grid), relative_index(grid, device=self.device)),
-        )
+        index = self.cached(("index", grid), lambda: relative_index(grid, device=self.device))  # (N, N)
+        if self.augmenting:
+            coords = self.log_coordinates(grid)
+        else:
+            coords = self.cached(("coords", grid, self.resize), lambda: self.log_coordinates(grid))
         return gather_relative(16.0 * torch.sigmoid(self.tables(coords)), index)  # (depth, nH, N, N)
 
     def tables(self, coords: torch.Tensor) -> torch.Tensor:

@@ -6,10 +6,14 @@ of two resize modes:
 
 * ``interpolate`` -- the new grid is squeezed into the reference range. A cell ``i`` of an axis with ``n`` cells
   sits at the reference position ``(i + 0.5) * n_ref / n - 0.5`` (cell centres aligned, the same geometry as
-  ``F.interpolate(..., align_corners=False)`` uses for learned tables), so offsets shrink by ``n_ref / n``.
+  ``F.interpolate(..., align_corners=False)`` uses for learned tables), so offsets shrink by ``n_ref / n``. With
+  the ``first`` anchor the first cell stays at 0 instead, ``i * n_ref / n`` (timm's ``ref_feat_shape``, EVA-02); the
+  offsets between cells are the same, but not the offsets to an unrotated prefix token.
 * ``extrapolate`` -- integer positions ``0, 1, ..., n - 1`` continue past the reference range.
+* ``ntk`` and ``yarn`` -- for PEs built from frequencies (sinusoidal and rotary): positions as in ``extrapolate``,
+  the frequencies scaled instead (:mod:`vitpe.pe.frequency_scaling`); other PEs refuse them.
 
-At the reference grid both modes give the integer positions, i.e. the untouched PE.
+At the reference grid every mode gives the integer positions, i.e. the untouched PE.
 """
 
 from __future__ import annotations
@@ -19,7 +23,11 @@ from typing import Sequence
 import torch
 
 Grid = tuple[int, ...]
-RESIZE_MODES = ("interpolate", "extrapolate")
+RESIZE_MODES = ("interpolate", "extrapolate", "ntk", "yarn")
+#: The modes every PE has; ``ntk`` and ``yarn`` are for PEs made of frequencies (``frequency_scaling.SCALED_MODES``).
+BASIC_RESIZE_MODES = ("interpolate", "extrapolate")
+#: Where ``interpolate`` pins the squeezed grid: cell centres aligned, or the first cell at 0.
+ANCHORS = ("centre", "first")
 
 
 def as_grid(grid: int | Sequence[int]) -> Grid:
@@ -46,17 +54,24 @@ def axis_scale(n: int, n_ref: int, mode: str) -> float:
     return n_ref / n if mode == "interpolate" else 1.0
 
 
-def axis_positions(n: int, n_ref: int, mode: str, device: torch.device | None = None) -> torch.Tensor:
+def axis_positions(n: int, n_ref: int, mode: str, device: torch.device | None = None,
+                   anchor: str = "centre") -> torch.Tensor:
     """Positions of the ``n`` cells of one axis in reference units, float32 of shape (n,)."""
     i = torch.arange(n, device=device, dtype=torch.float32)
     if mode == "interpolate" and n != n_ref:
-        return (i + 0.5) * (n_ref / n) - 0.5
+        return i * (n_ref / n) if anchor == "first" else (i + 0.5) * (n_ref / n) - 0.5
     return i
 
 
-def grid_positions(grid: Grid, ref_grid: Grid, mode: str, device: torch.device | None = None) -> torch.Tensor:
+def grid_scales(grid: Grid, ref_grid: Grid) -> tuple[float, ...]:
+    """How much larger ``grid`` is than ``ref_grid`` on each axis, at least 1 (a smaller axis is not scaled)."""
+    return tuple(max(n / n_ref, 1.0) for n, n_ref in zip(grid, ref_grid))
+
+
+def grid_positions(grid: Grid, ref_grid: Grid, mode: str, device: torch.device | None = None,
+                   anchor: str = "centre") -> torch.Tensor:
     """Positions of every cell of ``grid``, row-major, float32 of shape (N, ndim); column ``a`` is axis ``a``."""
-    axes = [axis_positions(n, n_ref, mode, device) for n, n_ref in zip(grid, ref_grid)]
+    axes = [axis_positions(n, n_ref, mode, device, anchor) for n, n_ref in zip(grid, ref_grid)]
     mesh = torch.meshgrid(*axes, indexing="ij")  # ndim x (*grid)
     return torch.stack(mesh, dim=-1).reshape(-1, len(grid))  # (N, ndim)
 

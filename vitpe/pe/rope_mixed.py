@@ -9,7 +9,11 @@ pairs 0 .. Dh/4-1 point along ``alpha``, pairs Dh/4 .. Dh/2-1 along ``alpha + pi
 (x-freq ``[m cos a, m cos(a + pi/2)]``, y-freq ``[m sin a, m sin(a + pi/2)]``). In 1D the frequencies start at the
 standard ladder ``theta^(-2k/Dh)`` (theta default 10000) and are learned per layer and head.
 The frequencies are excluded from weight decay (``no_weight_decay``). Needs Dh % 4 == 0 in 2D.
-Resize: positions are scaled into the reference range (``interpolate``) or continue (``extrapolate``).
+Resize: positions are scaled into the reference range (``interpolate``) or continue (``extrapolate``); ``ntk`` and
+``yarn`` keep them and scale the learned frequencies instead, each axis's component by that axis's scale
+(:mod:`vitpe.pe.frequency_scaling`; ``ntk`` reads a frequency's place on the ladder of the initial ``theta``).
+Options ``shift``, ``jitter``, ``rescale``: DINOv3's coordinate augmentation in training
+(:mod:`vitpe.pe.coord_augment`).
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from vitpe.pe.coord_augment import CoordAugment
 from vitpe.pe.frequencies import geometric_frequencies
+from vitpe.pe.frequency_scaling import SCALED_MODES, YARN_ALPHA, YARN_BETA, ScaledFrequencies
 from vitpe.pe.grid import Grid, grid_positions
 from vitpe.pe.option_checks import positive_number
 from vitpe.pe.registry import register
@@ -30,14 +36,19 @@ DEFAULT_THETA = {1: 10000.0, 2: 10.0}
 
 
 @register("rope_mixed")
-class MixedRope(RotaryEncoding):
-    """RoPE-Mixed. Options: ``theta`` (init magnitude base; default 10 in 2D, 10000 in 1D)."""
+class MixedRope(ScaledFrequencies, RotaryEncoding):
+    """RoPE-Mixed. Options: ``theta`` (init magnitude base; default 10 in 2D, 10000 in 1D), ``yarn_alpha`` and
+    ``yarn_beta`` (the ``yarn`` mode's ramp), ``shift``, ``jitter``, ``rescale`` (coordinate augmentation)."""
 
     per_layer = True
 
-    def __init__(self, theta: float | None = None, **common: Any) -> None:
+    def __init__(self, theta: float | None = None, yarn_alpha: float = YARN_ALPHA, yarn_beta: float = YARN_BETA,
+                 shift: float | None = None, jitter: float | None = None, rescale: float | None = None,
+                 **common: Any) -> None:
         super().__init__(**common)
         self.theta = positive_number(DEFAULT_THETA[len(self.grid)] if theta is None else theta, f"{self.name}: theta")
+        self._init_scaling(yarn_alpha, yarn_beta)
+        self.augment = CoordAugment.checked(shift, jitter, rescale, self.name)
         self.freqs = nn.Parameter(self._initial_freqs())  # (depth, nH, Dh/2, ndim)
 
     def _initial_freqs(self) -> torch.Tensor:
@@ -52,8 +63,16 @@ class MixedRope(RotaryEncoding):
         return torch.stack((mags * angles.cos(), mags * angles.sin()), dim=-1)  # (depth, nH, Dh/2, 2): (x, y)
 
     def phases(self, grid: Grid) -> torch.Tensor:
-        pos = self.cached(  # the grid's part, built once: on a GPU each of its small kernels is a launch per step
-            ("positions", grid, self.resize),
-            lambda: grid_positions(grid, self.grid, self.resize, self.device).flip(-1),  # (N, ndim), columns (x, y)
-        )
-        return torch.einsum("na,lhja->lhnj", pos, self.freqs.float())  # (depth, nH, N, Dh/2)
+        def positions() -> torch.Tensor:
+            return grid_positions(grid, self.grid, self.resize, self.device).flip(-1)  # (N, ndim), columns (x, y)
+
+        if self.augmenting:  # moved as DINOv3 moves its coordinates: in (row, column) order, then flipped
+            pos = self.augment.positions(positions().flip(-1), self.grid).flip(-1)
+        else:  # the grid's part, built once: on a GPU each of its small kernels is a launch per step
+            pos = self.cached(("positions", grid, self.resize), positions)
+        freqs = self.freqs.float()  # (depth, nH, Dh/2, ndim), components (x, y)
+        if self.resize in SCALED_MODES:
+            dim = self.head_dim // len(grid)  # the rotary dimension of one axis of the initial ladder
+            freqs = torch.stack([self.scaled(freqs[..., a], grid, len(grid) - 1 - a, base=self.theta, dim=dim)
+                                 for a in range(len(grid))], -1)  # component a (x, y) is grid axis ndim - 1 - a
+        return torch.einsum("na,lhja->lhnj", pos, freqs)  # (depth, nH, N, Dh/2)

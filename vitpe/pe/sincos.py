@@ -19,7 +19,9 @@ from typing import Any
 
 import torch
 
+from vitpe.pe.coord_augment import CoordAugment
 from vitpe.pe.frequencies import geometric_frequencies
+from vitpe.pe.frequency_scaling import YARN_ALPHA, YARN_BETA, ScaledFrequencies
 from vitpe.pe.grid import Grid, grid_positions
 from vitpe.pe.option_checks import positive_number
 from vitpe.pe.registry import register
@@ -27,26 +29,34 @@ from vitpe.pe.sites import AdditiveEncoding
 
 
 @register("sincos")
-class SinCosEncoding(AdditiveEncoding):
-    """Fixed sin-cos embedding. Options: ``base`` (frequency base, default 10000)."""
+class SinCosEncoding(ScaledFrequencies, AdditiveEncoding):
+    """Fixed sin-cos embedding. Options: ``base`` (frequency base, default 10000), ``yarn_alpha`` and ``yarn_beta``
+    (the ``yarn`` mode's ramp), ``shift``, ``jitter``, ``rescale`` (coordinate augmentation)."""
 
-    def __init__(self, base: float = 10000.0, **common: Any) -> None:
+    def __init__(self, base: float = 10000.0, yarn_alpha: float = YARN_ALPHA, yarn_beta: float = YARN_BETA,
+                 shift: float | None = None, jitter: float | None = None, rescale: float | None = None,
+                 **common: Any) -> None:
         super().__init__(**common)
         channels_per_axis = 2 * len(self.grid)
         if self.dim % channels_per_axis:
             raise ValueError(f"sincos on a {len(self.grid)}D grid needs dim divisible by {channels_per_axis}, "
                              f"got dim={self.dim}")
         self.base = positive_number(base, f"{self.name}: base")
+        self._init_scaling(yarn_alpha, yarn_beta)
+        self.augment = CoordAugment.checked(shift, jitter, rescale, self.name)
 
     def embedding(self, grid: Grid) -> torch.Tensor:
         pos = grid_positions(grid, self.grid, self.resize, self.device)  # (N, ndim), columns (row, col)
+        if self.augmenting:
+            pos = self.augment.positions(pos, self.grid)
         count = self.dim // (2 * len(grid))
-        freqs = geometric_frequencies(count, self.base, self.device)  # (count,)
+        ladder = geometric_frequencies(count, self.base, self.device)  # (count,)
+        freqs = [self.scaled(ladder, grid, axis, base=self.base, dim=2 * count) for axis in range(len(grid))]
         if len(grid) == 1:
-            angle = pos[:, 0, None] * freqs  # (N, D/2)
+            angle = pos[:, 0, None] * freqs[0]  # (N, D/2)
             return torch.stack((angle.sin(), angle.cos()), dim=-1).reshape(-1, self.dim)  # interleave -> (N, D)
         halves = []
         for axis in (1, 0):  # column (x) first, then row (y): the MAE layout
-            angle = pos[:, axis, None] * freqs  # (N, D/4)
+            angle = pos[:, axis, None] * freqs[axis]  # (N, D/4)
             halves += [angle.sin(), angle.cos()]
         return torch.cat(halves, dim=-1)  # (N, D)

@@ -78,6 +78,10 @@ class RotaryEncoding(PositionEncoding):
     def phases(self, grid: Grid) -> torch.Tensor:
         raise NotImplementedError
 
+    def temperature(self, grid: Grid) -> float:
+        """A factor on q and k at ``grid`` (YaRN's, in the ``yarn`` mode of :mod:`vitpe.pe.frequency_scaling`)."""
+        return 1.0
+
     def _prepare(self, grid: Grid) -> RotaryState:
         # in float32 whatever autocast says: RoPE-Mixed's angles are products (an einsum) that autocast would round to
         # bfloat16, an error of about 0.1 in cos at a 16 x 16 grid (the RoPE-ViT code disables autocast there too)
@@ -86,6 +90,9 @@ class RotaryEncoding(PositionEncoding):
         if self.per_layer:  # (depth, nH, P + N, Dh/2) laid out token-major, as q and k are: the rotation's inner loop
             phase = phase.transpose(1, 2).contiguous().transpose(1, 2)  # then runs over all heads of a token (0.7x)
         cos, sin = phase.cos(), phase.sin()
+        temperature = self.temperature(grid)
+        if temperature != 1.0:  # YaRN: q and k each scaled, the prefix tokens' too (their rows: cos 1, sin 0)
+            cos, sin = cos * temperature, sin * temperature
         if self.per_layer:  # split once: the layers' angle gradients then gather in one stack, where indexing per
             return cos.unbind(0), sin.unbind(0)  # layer would give each a zero-filled (depth, ...) copy to sum
         return cos, sin
@@ -141,7 +148,7 @@ class BiasEncoding(PositionEncoding):
         dtype = _autocast_dtype(bias.device)
         if dtype is not None and bias.dtype != dtype:  # one cast for every layer, where each layer's attention would
             key = ("state", grid, self.resize, dtype)  # cast its own slice; a fixed bias's, once
-            bias = self.cached_if_fixed(key, lambda: bias.to(dtype))
+            bias = bias.to(dtype) if self.augmenting else self.cached_if_fixed(key, lambda: bias.to(dtype))
         # split once: the layers' gradients then gather in one stack, where indexing per layer gives each a zero-filled
         # (depth, ...) copy that autograd then sums (six of each per step on a GPU: launches, for nothing)
         return bias.unbind(0) if self.per_layer else bias

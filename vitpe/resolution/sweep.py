@@ -113,8 +113,8 @@ def evaluate_modes(model: torch.nn.Module, loader: ShardedBatches, modes: Iterab
     records = []
     for mode in modes:
         record = {**base, "pe_resize": mode}
-        model.set_pe_resize(mode)
         try:
+            model.set_pe_resize(mode)  # a PE without frequencies has no ntk or yarn mode: a reason, not a stop
             check()
             result = evaluate(model, loader, torch.device(device))
             record.update(accuracy=result["acc"], loss=result["loss"], n=result["n"])

@@ -6,7 +6,8 @@
 
 The result is an ordinary :class:`vitpe.ViT` in eval mode: every PE hook, resize mode, evaluation sweep or training
 run works on it. Supported families and what each maps to: :mod:`vitpe.loading.convert.timm_vit` (learned absolute
-positions), :mod:`vitpe.loading.convert.eva_rope` (rope-vit), :mod:`vitpe.loading.convert.beit` (relative position bias).
+positions), :mod:`vitpe.loading.convert.eva_rope` (rope-vit), :mod:`vitpe.loading.convert.eva` (DINOv3 and EVA-02),
+:mod:`vitpe.loading.convert.beit` (relative position bias).
 """
 
 from __future__ import annotations
@@ -26,12 +27,18 @@ def convert(model: nn.Module) -> Converted:
     from timm.models.vision_transformer import VisionTransformer
 
     from vitpe.loading.convert.beit import convert_beit
+    from vitpe.loading.convert.eva import convert_eva
     from vitpe.loading.convert.eva_rope import convert_eva_rope
     from vitpe.loading.convert.timm_vit import convert_vision_transformer
 
     name = getattr(model, "pretrained_cfg", {}).get("architecture") or ""
     source = f"{type(model).__name__}{f' {name!r}' if name else ''}"
-    families = {VisionTransformer: convert_vision_transformer, Eva: convert_eva_rope, Beit: convert_beit}
+    if type(model) is Eva:  # rope-vit's attention (AttentionRope) or EVA's (DINOv3, EVA-02)
+        from timm.layers.attention import AttentionRope
+
+        rope_vit = any(type(block.attn) is AttentionRope for block in getattr(model, "blocks", []))
+        return complete_state((convert_eva_rope if rope_vit else convert_eva)(model, source), model)
+    families = {VisionTransformer: convert_vision_transformer, Beit: convert_beit}
     if type(model) not in families:
         raise UnsupportedModelError(f"{source} is not a family vitpe converts; supported: " + "; ".join(SUPPORTED))
     return complete_state(families[type(model)](model, source), model)

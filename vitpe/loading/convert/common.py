@@ -18,6 +18,8 @@ from vitpe.pe.composed import SEPARATOR, member_names
 #: The families :func:`vitpe.from_timm` converts, for error messages.
 SUPPORTED = ("timm VisionTransformer (vit_*, deit3_*, *_dinov2, *_reg*_gap_*: learned absolute positions)",
              "rope-vit in timm (vit_*_patch16_rope[_mixed][_ape]_224: Eva with RoPE-Axial or RoPE-Mixed)",
+             "DINOv3 (vit_*_patch16_dinov3[_qkvb]: Eva with DINOv3's RoPE)",
+             "EVA-02 (eva02_*_patch14_*: Eva with a learned table and RoPE on a reference grid)",
              "BEiT (beit_*: relative position bias per layer)")
 
 
@@ -57,9 +59,9 @@ def detach_all(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def check_trunk(model: nn.Module, source: str) -> dict[str, Any]:
-    """Checks shared by timm's ViT-like models (a conv patch embedding, plain pooling, Linear-GELU-Linear MLPs);
-    returns the ViT arguments they determine."""
-    from timm.layers import Mlp, PatchEmbed
+    """Checks shared by timm's ViT-like models (a conv patch embedding, plain pooling, GELU or SwiGLU MLPs, no q/k
+    or output norms); returns the ViT arguments they determine."""
+    from timm.layers import PatchEmbed
 
     embed = model.patch_embed
     require(type(embed) is PatchEmbed and is_identity(embed.norm), source, "has a patch embedding other than one "
@@ -72,24 +74,41 @@ def check_trunk(model: nn.Module, source: str) -> dict[str, Any]:
             f"pools with {model.global_pool!r} (vitpe pools the class token or the mean of the patch tokens)")
     fc_norm = not is_identity(model.fc_norm)
     require(not fc_norm or model.global_pool == "avg", source, "normalises a pooled class token (fc_norm)")
-    for i, block in enumerate(model.blocks):
-        mlp = block.mlp
-        require(type(mlp) is Mlp and type(mlp.act) is nn.GELU and mlp.act.approximate == "none", source,
-                f"block {i} has a {type(mlp).__name__} MLP other than Linear-GELU-Linear (e.g. SwiGLU)")
-        require(is_identity(mlp.norm), source, "normalises inside the MLP")
+    norm_eps = layer_norm_eps(model.blocks[0].norm1, source)
+    mlps = {block_mlp(block.mlp, norm_eps, source, i) for i, block in enumerate(model.blocks)}
+    require(len(mlps) == 1, source, "has blocks with different MLPs")
+    for block in model.blocks:
         require(is_identity(getattr(block.attn, "q_norm", None)) and is_identity(getattr(block.attn, "k_norm", None)),
                 source, "normalises q and k (qk_norm)")
         require(is_identity(getattr(block.attn, "norm", None)) and getattr(block.attn, "gate", None) is None, source,
                 "normalises or gates the attention output")
+    (mlp, mlp_norm, hidden), = mlps
     reg = getattr(model, "reg_token", None)
     dim = model.embed_dim
     return dict(img_size=tuple(embed.img_size), patch_size=embed.patch_size[0], in_chans=embed.proj.in_channels,
                 num_classes=model.num_classes, dim=dim, depth=len(model.blocks), heads=model.blocks[0].attn.num_heads,
-                mlp_ratio=model.blocks[0].mlp.fc1.out_features / dim,
+                mlp_ratio=hidden / dim, mlp=mlp, mlp_norm=mlp_norm,
                 pool="cls" if model.global_pool == "token" else "mean", class_token=model.cls_token is not None,
-                reg_tokens=0 if reg is None else reg.shape[1], fc_norm=fc_norm,
-                norm_eps=layer_norm_eps(model.blocks[0].norm1, source),
-                qkv_bias=model.blocks[0].attn.qkv.bias is not None)
+                reg_tokens=0 if reg is None else reg.shape[1], fc_norm=fc_norm, norm_eps=norm_eps,
+                qkv_bias=getattr(model.blocks[0].attn.qkv, "bias", None) is not None)
+
+
+def block_mlp(mlp: nn.Module, norm_eps: float, source: str, index: int) -> tuple[str, bool, int]:
+    """(vitpe's MLP kind, whether it normalises its hidden features, its hidden width) of a timm block MLP:
+    ``Mlp`` with exact GELU, or SwiGLU as ``SwiGLU`` or as a packed ``GluMlp`` (SiLU gate first)."""
+    from timm.layers import GluMlp, Mlp, SwiGLU
+
+    kinds = {Mlp: ("gelu", nn.GELU), SwiGLU: ("swiglu", nn.SiLU), GluMlp: ("swiglu", nn.SiLU)}
+    kind, act = kinds.get(type(mlp), (None, None))
+    require(kind is not None and type(mlp.act) is act and getattr(mlp.act, "approximate", "none") == "none", source,
+            f"block {index} has a {type(mlp).__name__} MLP with {type(mlp.act).__name__} (vitpe has Linear-GELU-Linear "
+            f"and SwiGLU)")
+    require(type(mlp) is not GluMlp or (not mlp.gate_last and mlp.chunk_dim == -1), source,
+            f"block {index} gates with the second half of its packed fc1 (gate_last)")
+    norm = not is_identity(mlp.norm)
+    require(not norm or layer_norm_eps(mlp.norm, source) == norm_eps, source, "normalises inside the MLP with another "
+            "epsilon than its other LayerNorms")
+    return kind, norm, mlp.fc2.in_features
 
 
 #: Block-level keys of timm's Eva and BEiT blocks -> vitpe's (their LayerScale gains are raw parameters there).
@@ -120,10 +139,12 @@ def complete_state(converted: Converted, model: nn.Module) -> Converted:
     """Add what every converted state dict needs besides timm's weights: the grid each PE's tables were learned on
     (``reference_grid``, of the PE and of each member of a composed one) and a zero bias for output projections that
     have none in timm (vitpe's always has one; zero is the same map)."""
-    pe, grid = converted.vit_kwargs["pe"], torch.tensor(tuple(model.patch_embed.grid_size))
+    pe, grid = converted.vit_kwargs["pe"], tuple(model.patch_embed.grid_size)
     members = member_names(pe) if SEPARATOR in pe else []
-    for key in ["pe.reference_grid", *(pe_key(pe, m, "reference_grid") for m in members)]:
-        converted.state_dict[key] = grid.clone()
+    converted.state_dict["pe.reference_grid"] = torch.tensor(grid)
+    for member in members:  # a member may have a reference grid of its own (EVA-02's rotation)
+        own = converted.vit_kwargs.get("pe_options", {}).get(member, {}).get("grid", grid)
+        converted.state_dict[pe_key(pe, member, "reference_grid")] = torch.tensor(tuple(own))
     for i, block in enumerate(model.blocks):
         if block.attn.proj.bias is None:
             converted.state_dict[f"blocks.{i}.attn.proj.bias"] = torch.zeros(block.attn.proj.out_features)

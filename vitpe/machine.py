@@ -1,5 +1,6 @@
-"""What ran a benchmark: the platform, the CPU's model and caches, the GPU. The same benchmark differed by 3x in a
-learned bias's overhead between two VMs of this project, so every result says what ran it."""
+"""What ran a measurement: the platform, the CPU's model and caches, the GPU. The same benchmark differed by 3x in a
+learned bias's overhead between two VMs of this project, and the same training by 3x in wall time, so every benchmark
+result and every epoch of a training run says what ran it."""
 
 from __future__ import annotations
 
@@ -39,3 +40,12 @@ def machine() -> dict[str, Any]:
 def cpu_line(info: dict[str, Any]) -> str:
     caches = ", ".join(f"{key[:2].upper()} {info[key]}" for key in ("l2_cache", "l3_cache") if key in info)
     return f"{info.get('cpu_model', info['processor'])}{f' ({caches})' if caches else ''}"
+
+
+def described(device: torch.device | str = "cpu") -> str:
+    """One line naming what runs on ``device``: the GPU, or the CPU with its caches and torch's threads, e.g.
+    ``"AMD EPYC (L2 1024K, L3 8192K), 1 thread"`` (what a training run records with every epoch)."""
+    if torch.device(device).type == "cuda" and torch.cuda.is_available():
+        return torch.cuda.get_device_name(torch.device(device))
+    threads = torch.get_num_threads()
+    return f"{cpu_line(machine())}, {threads} thread{'s' if threads > 1 else ''}"
