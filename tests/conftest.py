@@ -10,13 +10,26 @@ from vitpe.models.attention import Block
 
 DIM, HEADS, DEPTH, PREFIX = 32, 2, 3, 1
 GRIDS = {1: (7,), 2: (4, 5)}
-#: Files whose tests train in subprocesses (a minute or more each on two cores): collected first, so that with one
-#: test process per core (pytest-xdist) they do not end the run with one core busy and the other idle.
-LONG_FIRST = ("test_scripts.py", "test_reliability.py", "test_train.py", "test_bench.py", "test_benchmarks.py")
+#: The longest tests (0.5-2.5 minutes each on two cores), longest first, then the files whose tests train in
+#: subprocesses: collected first, so that with one test process per core (pytest-xdist) the long ones are shared
+#: out at the start instead of ending the run with one core busy and the other idle.
+LONGEST = ("test_compare_script_trains_picks_and_evaluates", "test_timm_baseline_resumes_to_the_uninterrupted_numbers",
+           "test_transfer_script_trains_augments_fine_tunes_and_evaluates_in_every_mode",
+           "test_quick_mode_writes_valid_json", "test_text_experiments_script_trains_every_seed_and_averages_them",
+           "test_under_torchrun_every_rank_stops_at_the_same_step",
+           "test_recipe_vs_timm_runs_both_side_by_side_and_tabulates",
+           "test_gpu_check_fits_the_recipe_to_its_time_and_summarises", "test_ctrl_c_stops_like_sigterm",
+           "test_short_real_sst2_run_learns_above_chance", "test_short_real_cifar10_run_learns_well_above_chance",
+           "test_killed_run_resumes_to_identical_weights_and_metrics")
+LONG_FILES = ("test_scripts.py", "test_reliability.py", "test_train.py", "test_bench.py", "test_benchmarks.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.path.name not in LONG_FIRST)  # stable: each file keeps its own order
+    def rank(item: pytest.Item) -> int:
+        name = item.name.split("[")[0]
+        return LONGEST.index(name) if name in LONGEST else len(LONGEST) + (item.path.name not in LONG_FILES)
+
+    items.sort(key=rank)  # stable: otherwise each file keeps its own order
 
 
 @pytest.fixture(autouse=True)
