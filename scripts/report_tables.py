@@ -30,6 +30,7 @@ class Run:
     name: str
     config: dict
     records: list[dict]
+    recorded_machine: frozenset[str] = frozenset()  # the folder's machine.json, for records that do not say
 
     @property
     def planned(self) -> int | None:
@@ -57,8 +58,6 @@ class Run:
         before train.py recorded it); empty where nothing says."""
         return frozenset(r["machine"] for r in self.records if "machine" in r) or self.recorded_machine
 
-    recorded_machine: frozenset[str] = frozenset()
-
     @property
     def seed(self) -> int | None:
         match = SEED.search(self.name)
@@ -75,10 +74,9 @@ def read_run(folder: Path) -> Run:
         config = yaml.safe_load((folder / "config.yaml").read_text())
     else:
         config = json.loads((folder / "config.json").read_text())
-    run = Run(folder.name, config, read_jsonl(folder / "metrics.jsonl"))
-    if (folder / "machine.json").is_file():
-        run.recorded_machine = frozenset([json.loads((folder / "machine.json").read_text())["machine"]])
-    return run
+    machine = folder / "machine.json"
+    recorded = frozenset([json.loads(machine.read_text())["machine"]]) if machine.is_file() else frozenset()
+    return Run(folder.name, config, read_jsonl(folder / "metrics.jsonl"), recorded)
 
 
 def read_flat_run(folder: Path, name: str) -> Run:

@@ -26,10 +26,10 @@ import torch
 import vitpe.pe
 from vitpe.atomic_files import write_text_atomic
 from vitpe.bench.config import PRESETS, QUICK, BenchConfig
-from vitpe.machine import machine
 from vitpe.bench.report import markdown
 from vitpe.bench.runner import compile_limits
 from vitpe.bench.suites import bench_data, bench_text, bench_vit, graphs_per_function
+from vitpe.machine import machine
 from vitpe.bench.targets import check_targets
 from vitpe.cli.arg_types import positive_float, positive_int, positive_int_list
 from vitpe.cli.exits import add_debug_flag, run_cli

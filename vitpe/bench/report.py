@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from vitpe.machine import cpu_line
 from vitpe.bench.stats import CONFIDENCE
 from vitpe.bench.targets import summary, targets_markdown
+from vitpe.machine import cpu_line
 
 
 def markdown(result: dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ state (AdamW's moments), so a resumed run continues exactly where it stopped.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -41,9 +41,11 @@ def rotated_projections(model: nn.Module) -> dict[str, int]:
             if isinstance(module, Attention) for part in ("weight", "bias") if getattr(module.qkv, part) is not None}
 
 
-def _reorder_qk(tensor: torch.Tensor, heads: int) -> torch.Tensor:
+def reorder_qk(tensor: torch.Tensor, heads: int,
+               reorder: Callable[[torch.Tensor, int], torch.Tensor] = half_to_interleaved) -> torch.Tensor:
+    """A qkv projection's weight or bias (3 nH Dh, ...) with ``reorder`` applied to its q and k rows (v kept)."""
     q, k, v = tensor.chunk(3)  # (D, ...) each: the projections' q, k and v rows
-    return torch.cat((half_to_interleaved(q, heads), half_to_interleaved(k, heads), v))
+    return torch.cat((reorder(q, heads), reorder(k, heads), v))
 
 
 def _upgrade_optimizer(state: dict[str, Any], optimizer: torch.optim.Optimizer, model: nn.Module,
@@ -57,7 +59,7 @@ def _upgrade_optimizer(state: dict[str, Any], optimizer: torch.optim.Optimizer, 
         name = order[index] if isinstance(index, int) and index < len(order) else None
         if name in projections:
             shape = model.get_parameter(name).shape
-            state["state"][index] = {key: _reorder_qk(value, projections[name])
+            state["state"][index] = {key: reorder_qk(value, projections[name])
                                      if isinstance(value, torch.Tensor) and value.shape == shape else value
                                      for key, value in entry.items()}
     return state
@@ -74,7 +76,7 @@ def reorder_rotary_rows(ckpt: dict[str, Any], model: nn.Module, optimizer: torch
         return ckpt
     for key in ("model", "ema"):
         if ckpt.get(key) is not None:
-            ckpt[key] = {name: _reorder_qk(value, projections[name]) if name in projections else value
+            ckpt[key] = {name: reorder_qk(value, projections[name]) if name in projections else value
                          for name, value in ckpt[key].items()}
     if optimizer is not None and ckpt.get("optimizer") is not None:
         ckpt["optimizer"] = _upgrade_optimizer(ckpt["optimizer"], optimizer, model, projections)

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 import torch
 from timm.layers import PatchEmbed
+from timm.models._features import feature_take_indices  # indices read as timm's own models read them
 from torch import nn
 
 from vitpe.models.encoder import PETrunk, check_pool
@@ -159,8 +160,6 @@ class ViT(PETrunk):
         the prefix tokens (B, P, D). Returns the intermediates, or with ``intermediates_only=False`` also the final
         normalised tokens (B, T, D) (of the last block run, when ``stop_early`` stops after the last one asked for).
         """
-        from timm.models._features import feature_take_indices
-
         if output_fmt not in ("NCHW", "NLC"):
             raise ValueError(f"output_fmt must be 'NCHW' or 'NLC', got {output_fmt!r}")
         take, last = feature_take_indices(len(self.blocks), indices)
@@ -181,8 +180,6 @@ class ViT(PETrunk):
         """Drop the blocks after the last of ``indices`` (as in :meth:`forward_intermediates`), and with ``prune_norm``
         the final norm, with ``prune_head`` the pooling norm and the classifier; returns the kept indices (timm's
         method of the same name)."""
-        from timm.models._features import feature_take_indices
-
         take, last = feature_take_indices(len(self.blocks), indices)
         self.blocks = self.blocks[:last + 1]
         if prune_norm:

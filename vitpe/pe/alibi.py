@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from vitpe.pe.coord_augment import CoordAugment
-from vitpe.pe.grid import Grid, relative_index, relative_offsets
+from vitpe.pe.grid import Grid, relative_index
 from vitpe.pe.registry import register
 from vitpe.pe.sites import BiasEncoding, gather_relative
 
@@ -51,9 +51,7 @@ class ALiBi(BiasEncoding):
         self.register_buffer("slopes", alibi_slopes(self.heads), persistent=False)  # (nH,)
 
     def bias(self, grid: Grid) -> torch.Tensor:
-        offsets = relative_offsets(grid, self.grid, self.resize, self.device)  # (*extent, ndim)
-        if self.augmenting:
-            offsets = self.augment.offsets(offsets)
+        offsets = self.offsets_at(grid)  # (*extent, ndim)
         distance = offsets.reshape(-1, len(grid)).norm(dim=-1)  # (T,)
         table = -distance[:, None] * self.slopes  # (T, nH)
         return gather_relative(table, relative_index(grid, device=self.device))  # (nH, N, N)

@@ -29,7 +29,8 @@ import torch
 from torch import nn
 
 from vitpe.pe.coord_augment import CoordAugment
-from vitpe.pe.grid import BASIC_RESIZE_MODES, Grid, as_grid, check_resize_mode
+from vitpe.pe.grid import (BASIC_RESIZE_MODES, Grid, as_grid, check_resize_mode, grid_positions,
+                           relative_offsets)
 from vitpe.pe.layout import unbind_in_memory_order
 
 SITES = ("none", "tokens", "qk", "logits")
@@ -141,8 +142,6 @@ class PositionEncoding(nn.Module):
     def prepare(self, grid: int | tuple[int, ...]) -> Any:
         """Everything that depends only on ``grid``; call once per forward and pass the result to the hooks."""
         grid = self.check_grid(grid)
-        if self.augmenting:  # new coordinates every forward
-            return self._prepare(grid)
         return self.cached_if_fixed(("state", grid, self.resize), lambda: self._prepare(grid))
 
     def _prepare(self, grid: Grid) -> Any:
@@ -198,12 +197,30 @@ class PositionEncoding(nn.Module):
                 self._cache[key] = build()
         return self._cache[key]
 
+    def cached_geometry(self, key: Any, build: Callable[[], Any]) -> Any:
+        """:meth:`cached` for what depends on the grid's coordinates alone; built anew on every call while the
+        coordinate augmentation moves them (training mode)."""
+        return build() if self.augmenting else self.cached(key, build)
+
     def cached_if_fixed(self, key: Any, build: Callable[[], Any]) -> Any:
-        """:meth:`cached` for a PE without parameters; built anew on every call where it learns something (what
-        depends on a parameter changes with every optimiser step, and needs its gradient)."""
+        """:meth:`cached_geometry` for a PE without parameters; built anew on every call where it learns something
+        (what depends on a parameter changes with every optimiser step, and needs its gradient)."""
         if any(True for _ in self.parameters()):
             return build()
-        return self.cached(key, build)
+        return self.cached_geometry(key, build)
+
+    # ------------------------------------------------------------------------------- coordinates, as this forward
+    def positions_at(self, grid: Grid, anchor: str = "centre") -> torch.Tensor:
+        """Every cell's position in reference units in this resize mode (:func:`vitpe.pe.grid.grid_positions`),
+        moved by this forward's coordinate augmentation while training: (N, ndim), columns (row, col)."""
+        pos = grid_positions(grid, self.grid, self.resize, self.device, anchor)  # (N, ndim)
+        return self.augment.positions(pos, self.grid) if self.augmenting else pos
+
+    def offsets_at(self, grid: Grid) -> torch.Tensor:
+        """Every relative offset in reference units in this resize mode (:func:`vitpe.pe.grid.relative_offsets`),
+        scaled by this forward's coordinate augmentation while training: (*extent, ndim)."""
+        offsets = relative_offsets(grid, self.grid, self.resize, self.device)  # (*extent, ndim)
+        return self.augment.offsets(offsets) if self.augmenting else offsets
 
     def _apply(self, fn: Callable, *args: Any, **kwargs: Any) -> "PositionEncoding":
         self._cache.clear()  # cached tables must follow .to(device) / .half(): rebuild them lazily

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from vitpe.pe.base import PositionEncoding
-from vitpe.pe.grid import RESIZE_MODES, check_resize_mode
+from vitpe.pe.grid import RESIZE_MODES, as_grid, check_resize_mode
 
 SEPARATOR = "+"
 #: Options every member takes besides its own: its pinned resize mode and its own reference grid.
@@ -38,12 +38,12 @@ def member_names(name: str) -> list[str]:
 
 
 def member_grid(member: str, grid: Any, dims: int) -> tuple[int, ...]:
-    """A member's own reference grid, checked: ``dims`` positive ints."""
+    """A member's own reference grid (:func:`vitpe.pe.grid.as_grid`), checked to have ``dims`` axes."""
     try:
-        cells = tuple(int(n) for n in grid)
+        cells = as_grid(grid)
     except (TypeError, ValueError):
         cells = ()
-    if len(cells) != dims or any(n < 1 for n in cells) or any(float(n) != float(g) for n, g in zip(cells, grid)):
+    if len(cells) != dims:
         raise ValueError(f"the grid option of {member!r} must be {dims} positive whole numbers, e.g. "
                          f"{[16] * dims}; got {grid!r}")
     return cells

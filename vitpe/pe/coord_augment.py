@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
+from vitpe.pe.grid import from_centred, to_centred
+
 
 def _check(value: float | None, least: float, what: str, label: str) -> float | None:
     if value is None:
@@ -71,9 +73,7 @@ class CoordAugment:
 
     def positions(self, positions: torch.Tensor, ref_grid: tuple[int, ...]) -> torch.Tensor:
         """Positions (N, ndim) in reference units, moved by one draw as DINOv3's centred coordinates would be."""
-        extent = torch.tensor(ref_grid, dtype=positions.dtype, device=positions.device)
-        centred = 2 * (positions + 0.5) / extent - 1
-        return (self.centred(centred) + 1) * extent / 2 - 0.5
+        return from_centred(self.centred(to_centred(positions, ref_grid)), ref_grid)
 
     def offsets(self, offsets: torch.Tensor) -> torch.Tensor:
         """Relative offsets (..., ndim) scaled by one draw's factors (a shift moves every position alike)."""

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from vitpe.pe.coord_augment import CoordAugment
-from vitpe.pe.grid import Grid, relative_index, relative_offsets
+from vitpe.pe.grid import Grid, relative_index
 from vitpe.pe.registry import register
 from vitpe.pe.sites import BiasEncoding, gather_relative
 
@@ -49,19 +49,14 @@ class ContinuousPositionBias(BiasEncoding):
     def log_coordinates(self, grid: Grid) -> torch.Tensor:
         """Log-spaced relative coordinates of every offset of ``grid``, shape (T, ndim), T = prod(2 g - 1) (the
         offsets of this forward's draw while the augmentation moves them)."""
-        offsets = relative_offsets(grid, self.grid, self.resize, self.device)  # (*extent, ndim)
-        if self.augmenting:
-            offsets = self.augment.offsets(offsets)
+        offsets = self.offsets_at(grid)  # (*extent, ndim)
         span = torch.tensor([max(g - 1, 1) for g in self.grid], dtype=torch.float32, device=self.device)
         u = offsets.reshape(-1, len(grid)) / span * self.scale  # (T, ndim)
         return torch.sign(u) * torch.log2(1.0 + u.abs()) / math.log2(self.scale)
 
     def bias(self, grid: Grid) -> torch.Tensor:
         index = self.cached(("index", grid), lambda: relative_index(grid, device=self.device))  # (N, N)
-        if self.augmenting:
-            coords = self.log_coordinates(grid)
-        else:
-            coords = self.cached(("coords", grid, self.resize), lambda: self.log_coordinates(grid))
+        coords = self.cached_geometry(("coords", grid, self.resize), lambda: self.log_coordinates(grid))
         return gather_relative(16.0 * torch.sigmoid(self.tables(coords)), index)  # (depth, nH, N, N)
 
     def tables(self, coords: torch.Tensor) -> torch.Tensor:

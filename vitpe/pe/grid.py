@@ -76,6 +76,19 @@ def grid_positions(grid: Grid, ref_grid: Grid, mode: str, device: torch.device |
     return torch.stack(mesh, dim=-1).reshape(-1, len(grid))  # (N, ndim)
 
 
+def to_centred(positions: torch.Tensor, sides: Sequence[int]) -> torch.Tensor:
+    """Cell positions (..., ndim) -> centred coordinates ``2 (p + 0.5) / m - 1`` (DINOv3's): the ``m`` cells of each
+    axis of ``sides`` span [-1, 1]."""
+    m = torch.tensor(sides, dtype=positions.dtype, device=positions.device)
+    return 2 * (positions + 0.5) / m - 1
+
+
+def from_centred(coords: torch.Tensor, sides: Sequence[int]) -> torch.Tensor:
+    """The inverse of :func:`to_centred`: centred coordinates (..., ndim) -> cell positions."""
+    m = torch.tensor(sides, dtype=coords.dtype, device=coords.device)
+    return (coords + 1) * m / 2 - 0.5
+
+
 def grid_coords(grid: Grid, device: torch.device | None = None) -> torch.Tensor:
     """Integer cell coordinates, row-major, int64 of shape (N, ndim)."""
     mesh = torch.meshgrid(*[torch.arange(n, device=device) for n in grid], indexing="ij")

@@ -28,7 +28,7 @@ import torch
 from vitpe.pe.coord_augment import CoordAugment
 from vitpe.pe.frequencies import geometric_frequencies
 from vitpe.pe.frequency_scaling import YARN_ALPHA, YARN_BETA, ScaledFrequencies
-from vitpe.pe.grid import ANCHORS, Grid, grid_positions
+from vitpe.pe.grid import ANCHORS, Grid
 from vitpe.pe.option_checks import positive_number
 from vitpe.pe.registry import register
 from vitpe.pe.sites import RotaryEncoding
@@ -54,9 +54,7 @@ class AxialRope(ScaledFrequencies, RotaryEncoding):
         self.augment = CoordAugment.checked(shift, jitter, rescale, self.name)
 
     def phases(self, grid: Grid) -> torch.Tensor:
-        pos = grid_positions(grid, self.grid, self.resize, self.device, self.anchor)  # (N, ndim), columns (row, col)
-        if self.augmenting:
-            pos = self.augment.positions(pos, self.grid)
+        pos = self.positions_at(grid, self.anchor)  # (N, ndim), columns (row, col)
         count = self.head_dim // (2 * len(grid))  # pairs per axis
         ladder = geometric_frequencies(count, self.theta, self.device)  # (Dh/(2 ndim),)
         freqs = [self.scaled(ladder, grid, axis, base=self.theta, dim=2 * count) for axis in range(len(grid))]

@@ -27,7 +27,7 @@ import torch
 
 from vitpe.pe.coord_augment import CoordAugment
 from vitpe.pe.frequency_scaling import SCALED_MODES, YARN_ALPHA, YARN_BETA, ScaledFrequencies
-from vitpe.pe.grid import Grid
+from vitpe.pe.grid import Grid, grid_coords, to_centred
 from vitpe.pe.option_checks import positive_number
 from vitpe.pe.registry import register
 from vitpe.pe.sites import RotaryEncoding
@@ -45,9 +45,7 @@ def centred_coordinates(grid: Grid, normalize: str, device: torch.device | None 
                         sides_of: Grid | None = None) -> torch.Tensor:
     """DINOv3's coordinates of every cell of ``grid``, row-major: ``2 (i + 0.5) / m - 1`` per axis, float32 of shape
     (N, 2), columns (row, col), ``m`` from :func:`normalising_sides` of ``sides_of`` (default: ``grid`` itself)."""
-    axes = [2 * (torch.arange(n, device=device, dtype=torch.float32) + 0.5) / m - 1
-            for n, m in zip(grid, normalising_sides(sides_of or grid, normalize))]
-    return torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1).reshape(-1, len(grid))  # (N, 2)
+    return to_centred(grid_coords(grid, device).float(), normalising_sides(sides_of or grid, normalize))  # (N, 2)
 
 
 @register("rope_dinov3")

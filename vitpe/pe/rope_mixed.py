@@ -27,7 +27,7 @@ from torch import nn
 from vitpe.pe.coord_augment import CoordAugment
 from vitpe.pe.frequencies import geometric_frequencies
 from vitpe.pe.frequency_scaling import SCALED_MODES, YARN_ALPHA, YARN_BETA, ScaledFrequencies
-from vitpe.pe.grid import Grid, grid_positions
+from vitpe.pe.grid import Grid
 from vitpe.pe.option_checks import positive_number
 from vitpe.pe.registry import register
 from vitpe.pe.sites import RotaryEncoding
@@ -63,13 +63,8 @@ class MixedRope(ScaledFrequencies, RotaryEncoding):
         return torch.stack((mags * angles.cos(), mags * angles.sin()), dim=-1)  # (depth, nH, Dh/2, 2): (x, y)
 
     def phases(self, grid: Grid) -> torch.Tensor:
-        def positions() -> torch.Tensor:
-            return grid_positions(grid, self.grid, self.resize, self.device).flip(-1)  # (N, ndim), columns (x, y)
-
-        if self.augmenting:  # moved as DINOv3 moves its coordinates: in (row, column) order, then flipped
-            pos = self.augment.positions(positions().flip(-1), self.grid).flip(-1)
-        else:  # the grid's part, built once: on a GPU each of its small kernels is a launch per step
-            pos = self.cached(("positions", grid, self.resize), positions)
+        pos = self.cached_geometry(  # the grid's part, built once: on a GPU each of its small kernels is a launch
+            ("positions", grid, self.resize), lambda: self.positions_at(grid).flip(-1))  # (N, ndim), columns (x, y)
         freqs = self.freqs.float()  # (depth, nH, Dh/2, ndim), components (x, y)
         if self.resize in SCALED_MODES:
             dim = self.head_dim // len(grid)  # the rotary dimension of one axis of the initial ladder

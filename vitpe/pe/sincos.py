@@ -22,7 +22,7 @@ import torch
 from vitpe.pe.coord_augment import CoordAugment
 from vitpe.pe.frequencies import geometric_frequencies
 from vitpe.pe.frequency_scaling import YARN_ALPHA, YARN_BETA, ScaledFrequencies
-from vitpe.pe.grid import Grid, grid_positions
+from vitpe.pe.grid import Grid
 from vitpe.pe.option_checks import positive_number
 from vitpe.pe.registry import register
 from vitpe.pe.sites import AdditiveEncoding
@@ -46,9 +46,7 @@ class SinCosEncoding(ScaledFrequencies, AdditiveEncoding):
         self.augment = CoordAugment.checked(shift, jitter, rescale, self.name)
 
     def embedding(self, grid: Grid) -> torch.Tensor:
-        pos = grid_positions(grid, self.grid, self.resize, self.device)  # (N, ndim), columns (row, col)
-        if self.augmenting:
-            pos = self.augment.positions(pos, self.grid)
+        pos = self.positions_at(grid)  # (N, ndim), columns (row, col)
         count = self.dim // (2 * len(grid))
         ladder = geometric_frequencies(count, self.base, self.device)  # (count,)
         freqs = [self.scaled(ladder, grid, axis, base=self.base, dim=2 * count) for axis in range(len(grid))]

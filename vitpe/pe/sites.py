@@ -148,7 +148,7 @@ class BiasEncoding(PositionEncoding):
         dtype = _autocast_dtype(bias.device)
         if dtype is not None and bias.dtype != dtype:  # one cast for every layer, where each layer's attention would
             key = ("state", grid, self.resize, dtype)  # cast its own slice; a fixed bias's, once
-            bias = bias.to(dtype) if self.augmenting else self.cached_if_fixed(key, lambda: bias.to(dtype))
+            bias = self.cached_if_fixed(key, lambda: bias.to(dtype))
         # split once: the layers' gradients then gather in one stack, where indexing per layer gives each a zero-filled
         # (depth, ...) copy that autograd then sums (six of each per step on a GPU: launches, for nothing)
         return bias.unbind(0) if self.per_layer else bias

@@ -151,6 +151,19 @@ def complete_state(converted: Converted, model: nn.Module) -> Converted:
     return converted
 
 
+def rope_angles(model: nn.Module, grid: tuple[int, int], half: bool = False) -> torch.Tensor:
+    """The angle of every rotation pair of a timm model's ``rope`` at ``grid``, (..., N, Dh/2), in the pair order of
+    its layout: interleaved (pair j = channels 2j, 2j + 1) or, with ``half``, rotate-half (channels j, j + Dh/2)."""
+    sin, cos = model.rope.get_embed(shape=list(grid)).chunk(2, dim=-1)  # (..., N, Dh) each, every angle twice
+    pairs = (..., slice(None, sin.shape[-1] // 2)) if half else (..., slice(None, None, 2))
+    return torch.atan2(sin[pairs], cos[pairs]).float()  # (..., N, Dh/2)
+
+
+def same_angles(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two angle tensors agree to 1e-4 rad, modulo 2 pi."""
+    return a.shape == b.shape and bool(((a - b + torch.pi) % (2 * torch.pi) - torch.pi).abs().max() < 1e-4)
+
+
 def split_position_table(state: dict[str, torch.Tensor], grid: tuple[int, int], source: str) -> torch.Tensor:
     """Pop ``pos_embed`` (1, P' + N, D) from a timm state dict and return its grid rows (N, D); the P' rows of the
     prefix tokens (absent with ``no_embed_class``) are constants added to those tokens, so they are folded into

@@ -27,8 +27,8 @@ import torch
 from torch import nn
 
 from vitpe.loading.convert.common import (GAMMA_KEYS, Converted, check_gammas, check_trunk, detach_all, pe_key,
-                                          rename_keys, require, split_position_table)
-from vitpe.loading.rotary_pairs import half_to_interleaved
+                                          rename_keys, require, rope_angles, same_angles, split_position_table)
+from vitpe.loading.rotary_pairs import half_to_interleaved, reorder_qk
 from vitpe.pe import build as build_pe
 
 DINOV3_NORMALIZE = ("separate", "min", "max")
@@ -45,15 +45,6 @@ def _qkv_state(state: dict[str, torch.Tensor], prefix: str, dim: int) -> None:
         biases = [state.pop(f"{prefix}{p}_bias", None) for p in "qkv"]
     if any(b is not None for b in biases):
         state[f"{prefix}qkv.bias"] = torch.cat([b if b is not None else torch.zeros(dim) for b in biases])
-
-
-def _reorder_qk_rows(state: dict[str, torch.Tensor], prefix: str, heads: int, reorder) -> None:
-    """Apply ``reorder`` (rows (nH * Dh, ...) -> reordered) to the q and k rows of ``prefix``qkv's weight and bias."""
-    for part in ("weight", "bias"):
-        key = f"{prefix}qkv.{part}"
-        if key in state:
-            q, k, v = state[key].chunk(3)
-            state[key] = torch.cat((reorder(q, heads), reorder(k, heads), v))
 
 
 def _y_first_to_x_first(rows: torch.Tensor, heads: int) -> torch.Tensor:
@@ -105,30 +96,16 @@ def _rotation(model: nn.Module, source: str, grid: tuple[int, int]) -> tuple[str
     return "learnable+rope_axial", {"rope_axial": {**rotation, "grid": reference}}, rotation
 
 
-def _timm_angles(model: nn.Module, grid: tuple[int, int], half: bool) -> torch.Tensor:
-    """The angle of every rotation pair of the timm model at ``grid``, (N, Dh/2), in the pair order of its layout
-    (interleaved: pair j = channels 2j, 2j + 1; rotate-half: pair j = channels j, j + Dh/2)."""
-    sin, cos = model.rope.get_embed(shape=list(grid)).chunk(2, dim=-1)  # (N, Dh) each
-    if half:
-        sin, cos = sin[..., :sin.shape[-1] // 2], cos[..., :cos.shape[-1] // 2]
-    else:
-        sin, cos = sin[..., ::2], cos[..., ::2]
-    return torch.atan2(sin, cos).float()  # (N, Dh/2)
-
-
-def _check_angles(model: nn.Module, converted_pe: nn.Module, source: str, dinov3: bool) -> None:
+def _check_angles(model: nn.Module, rotation: nn.Module, source: str, dinov3: bool) -> None:
     """Require the converted PE to rotate every pair by timm's angle (prefix tokens are not rotated, so not even a
     constant shift would do) at the model's grid and, where timm goes (``dynamic_img_size``), at a non-square one;
     EVA-02's pairs are compared after its y-first order is turned to vitpe's x-first."""
     grid = tuple(model.patch_embed.grid_size)
     for g in (grid, (grid[0] + 1, grid[1] + 3))[:1 + bool(model.dynamic_img_size)]:  # timm's own sizes
-        theirs = _timm_angles(model, g, half=dinov3)
+        theirs = rope_angles(model, g, half=dinov3)  # (N, Dh/2)
         if not dinov3:
             theirs = theirs.reshape(theirs.shape[0], 2, -1).flip(1).reshape(theirs.shape)  # y first -> x first
-        rotation = converted_pe.members["rope_axial"] if hasattr(converted_pe, "members") else converted_pe
-        ours = rotation.phases(g).detach().float()  # (N, Dh/2)
-        difference = (theirs - ours + torch.pi) % (2 * torch.pi) - torch.pi
-        require(ours.shape == theirs.shape and bool(difference.abs().max() < 1e-4), source,
+        require(same_angles(theirs, rotation.phases(g).detach().float()), source,
                 "rotates by other angles than DINOv3's or EVA-02's RoPE")
 
 
@@ -158,11 +135,14 @@ def convert_eva(model: nn.Module, source: str) -> Converted:
     if model.pos_embed is not None:
         state[pe_key(pe, "learnable", "pos_embed")] = split_position_table(state, grid, source)  # (N, D)
     heads = kwargs["heads"]
+    pairs = half_to_interleaved if dinov3 else _y_first_to_x_first
     for i in range(kwargs["depth"]):
         prefix = f"blocks.{i}."
         rename_keys(state, prefix, GAMMA_KEYS)
         _qkv_state(state, f"{prefix}attn.", kwargs["dim"])
-        _reorder_qk_rows(state, f"{prefix}attn.", heads, half_to_interleaved if dinov3 else _y_first_to_x_first)
+        for part in ("weight", "bias"):  # the pairs' layout and axis order -> vitpe's: q and k rows reordered
+            if f"{prefix}attn.qkv.{part}" in state:
+                state[f"{prefix}attn.qkv.{part}"] = reorder_qk(state[f"{prefix}attn.qkv.{part}"], heads, pairs)
         _mlp_state(state, f"{prefix}mlp.", f"{prefix}mlp.fc1.weight" in state and kwargs["mlp"] == "swiglu")
     rope_name = "rope_dinov3" if dinov3 else "rope_axial"
     check = build_pe(rope_name, dim=kwargs["dim"], heads=heads, depth=kwargs["depth"],

@@ -23,19 +23,8 @@ import torch
 from torch import nn
 
 from vitpe.loading.convert.common import (GAMMA_KEYS, Converted, check_gammas, check_trunk, detach_all, pe_key,
-                                          rename_keys, require, split_position_table)
+                                          rename_keys, require, rope_angles, same_angles, split_position_table)
 from vitpe.pe import build as build_pe
-
-
-def rope_angles(model: nn.Module, grid: tuple[int, int]) -> torch.Tensor:
-    """The angle of every rotation pair of the timm model at ``grid``: (..., N, Dh/2), pairs interleaved."""
-    embed = model.rope.get_embed(shape=list(grid))
-    sin, cos = embed.chunk(2, dim=-1)  # (..., N, Dh) each, every angle twice (interleaved)
-    return torch.atan2(sin[..., ::2], cos[..., ::2])  # (..., N, Dh/2)
-
-
-def same_angles(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.shape == b.shape and bool(((a - b + torch.pi) % (2 * torch.pi) - torch.pi).abs().max() < 1e-4)
 
 
 def convert_eva_rope(model: nn.Module, source: str) -> Converted:
@@ -78,7 +67,7 @@ def convert_eva_rope(model: nn.Module, source: str) -> Converted:
         check.load_state_dict({"freqs": state[freqs_key], "reference_grid": torch.tensor(grid)})
     for g in (grid, (grid[0] + 1, grid[1] + 2))[:1 + bool(model.dynamic_img_size)]:
         ours = check.phases(g)  # (N, Dh/2) or (L, nH, N, Dh/2)
-        require(same_angles(rope_angles(model, g).float(), ours.detach()), source,
+        require(same_angles(rope_angles(model, g), ours.detach()), source,
                 "rotates by other angles than rope-vit's axial or mixed RoPE (e.g. pixel frequencies, shifted or "
                 "rescaled coordinates)")
     return Converted(kwargs, state, source)
