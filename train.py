@@ -141,8 +141,9 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
     t, out_dir = config.train, Path(config.out_dir)
     pretrained = None
     if ckpt is None and config.model.init:  # a timm model or a vitpe run sets the architecture and the normalisation
-        pretrained = load_init(config)
-        notes = apply_architecture(config, pretrained, given_keys(args.config, args.overrides))
+        given = given_keys(args.config, args.overrides)
+        pretrained = load_init(config, given)
+        notes = apply_architecture(config, pretrained, given)
         validate(config)
         for note in notes if dist_info.is_main else ():
             print(note, flush=True)

@@ -56,6 +56,17 @@ def test_a_new_reference_size_resamples_the_table_once(source, tmp_path, capsys)
     assert model.pe.grid == (6, 6) and model.pe.pos_embed.shape[-2] == 36
 
 
+def test_a_patch_2_run_fine_tunes_from_a_config_that_names_no_patch_size(tmp_path):
+    source = tmp_path / "patch2"
+    assert train.main([*SOURCE, f"out_dir={source}", "model.patch_size=2"]) == 0
+    out = tmp_path / "ft"
+    assert train.main(["--config", "configs/finetune_res.yaml", f"out_dir={out}", f"model.init=run:{source}",
+                       "data.dataset=synthetic", "data.synthetic_size=128", "data.img_size=16", "train.img_sizes=[24]",
+                       "--no-progress"]) == 0
+    model, _ = model_from_checkpoint(out)
+    assert model.patch_size == 2 and model.pe.grid == (8, 8)
+
+
 @pytest.mark.parametrize("extra, says", [
     (["model.pe_resize=extrapolate"], "cannot work at the training grid (6, 6) in the extrapolate mode"),
     (["model.patch_size=2"], "was trained with patch 4; fine-tuning keeps the patch size"),

@@ -8,12 +8,13 @@ from vitpe.loading import pretrained, run_init
 from vitpe.loading.pretrained import Pretrained
 
 
-def load_init(config: Config) -> Pretrained:
-    """The weights ``config.model.init`` names, checked against the run's task and patch size."""
+def load_init(config: Config, given: set[str]) -> Pretrained:
+    """The weights ``config.model.init`` names, checked against the run's task and the keys the user set
+    (``given``, dotted)."""
     spec = config.model.init
     if spec.startswith(run_init.PREFIX):
         source = run_init.load_run(spec)
-        run_init.check_compatible(config, source)
+        run_init.check_compatible(config, source, given)
         return source
     if spec.startswith(pretrained.PREFIX):
         return pretrained.load_pretrained(spec)

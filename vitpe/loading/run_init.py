@@ -69,14 +69,16 @@ def load_run(spec: str) -> Pretrained:
                       list(normalization["std"]), {}, vocab=ckpt.get("vocab"), origin=origin)
 
 
-def check_compatible(config: Config, source: Pretrained) -> None:
-    """A run started from ``source`` trains the same task with the same patch size; one clear line otherwise."""
+def check_compatible(config: Config, source: Pretrained, given: set[str]) -> None:
+    """A run started from ``source`` trains the same task with the same patch size; one clear line otherwise. The
+    patch size is the source's unless the user set ``model.patch_size`` (in ``given``): a config's own default
+    (4) says nothing about a patch-2 source."""
     origin = source.origin
     if origin.get("task") and origin["task"] != config.task:
         raise ConfigError(f"model.init {source.spec!r}: that run is a {origin['task']} model; this config trains "
                           f"task={config.task}")
     patch = source.converted.vit_kwargs.get("patch_size")
-    if config.task == "image" and config.model.patch_size != patch:
+    if config.task == "image" and "model.patch_size" in given and config.model.patch_size != patch:
         raise ConfigError(f"model.patch_size={config.model.patch_size}, but {source.spec} was trained with patch "
                           f"{patch}; fine-tuning keeps the patch size (a new one would need its patch embedding "
                           f"resampled): drop model.patch_size, and change the image size instead")
