@@ -119,50 +119,59 @@ GRID_PES = ("none", "learnable", "separable", "sincos", "rope_axial", "rope_mixe
 
 
 def recipe_pes(root: Path) -> str:
-    """Every 2D PE with the recipe (configs/cifar10.yaml), three seeds, against the plain timm loop."""
+    """Every 2D PE with the recipe (configs/cifar10.yaml), three seeds, against the plain timm loop. Wall times are
+    compared only within a machine: each run's against the mean of the loop's runs on the same machine (machines are
+    lettered in a note under the table; the grid's first runs did not record theirs)."""
     runs = [read_run(f) for f in sorted((root / "results/recipe/grid").iterdir()) if f.is_dir()]
-    loops = {r.seed: r for r in runs if "baseline" in r.config and r.finished}
+    loops: dict[frozenset[str], dict[int, Run]] = defaultdict(dict)
     by_pe: dict[str, dict[int, Run]] = defaultdict(dict)
     for run in runs:
-        if "baseline" not in run.config and run.finished:
-            by_pe[run.config["model"]["pe"]][run.seed] = run
-
-    elsewhere = []
+        if run.finished:
+            (loops[run.machines] if "baseline" in run.config else by_pe[run.config["model"]["pe"]])[run.seed] = run
+    loop_minutes = {m: statistics.fmean(r.minutes for r in seeds.values()) for m, seeds in loops.items()}
+    machines = sorted({r.machines for r in runs if r.finished}, key=lambda m: (bool(m), sorted(m)))
+    letter = {m: chr(ord("A") + i) for i, m in enumerate(machines)}
+    partial = []
 
     def row(label: str, site: str, seeds: dict[int, Run]) -> list[str]:
         accs = {s: r.accuracy for s, r in seeds.items()}
-        beside = {s: r for s, r in seeds.items() if s in loops and r.machines == loops[s].machines}
-        ratios = [r.minutes / loops[s].minutes for s, r in beside.items()]
-        if len(beside) < len(seeds):
-            elsewhere.append(label)
-        minutes = f"{statistics.fmean(r.minutes for r in seeds.values()):.1f}"
-        return [label, site, per_seed(accs, SEEDS), mean_std(list(accs.values())),
-                minutes + ("¹" if len(beside) < len(seeds) else ""),
-                f"{statistics.fmean(ratios):.2f}" if ratios else "—"]
+        ratios = [r.minutes / loop_minutes[r.machines] for r in seeds.values() if r.machines in loop_minutes]
+        mark = "¹" if ratios and len(ratios) < len(seeds) else ""
+        if mark:
+            partial.append(label)
+        where = " / ".join(letter[seeds[s].machines] if s in seeds else MISSING for s in SEEDS)
+        return [label, site, per_seed(accs, SEEDS), mean_std(list(accs.values())), where,
+                f"{statistics.fmean(r.minutes for r in seeds.values()):.1f}",
+                f"{statistics.fmean(ratios):.2f}{mark}" if ratios else "—"]
 
-    rows = [row("plain timm loop (10 epochs at 32 px)", "tokens", loops)]
+    rows = [row("plain timm loop (10 epochs at 32 px)", "tokens", loops[m]) for m in machines if m in loops]
     for pe in sorted(by_pe, key=lambda p: -statistics.fmean(r.accuracy for r in by_pe[p].values())):
         rows.append(row(f"`{pe}`", site_of(pe), by_pe[pe]))
-    waiting = [pe for pe in GRID_PES if pe not in by_pe]
-    table = markdown(["run", "site", "test acc. (%), seeds 0 / 1 / 2", "mean ± std", "wall (min), mean",
+    table = markdown(["run", "site", "test acc. (%), seeds 0 / 1 / 2", "mean ± std", "machine", "wall (min), mean",
                       "wall / the loop's"], rows)
-    if elsewhere:
-        machines = sorted({m for pe in by_pe for r in by_pe[pe].values() for m in r.machines})
-        table += (f"\n¹ ran on another machine than the loop ({'; '.join(machines)}): no ratio to the loop's wall "
-                  f"time (the same training took about three times as long there).\n")
+    table += "\nMachines: " + "; ".join(
+        f"{letter[m]}: {'; '.join(sorted(m)) or 'not recorded (the first runs of the grid)'}"
+        + ("" if m in loops else " (no loop ran there: no ratio)") for m in machines) + ".\n"
+    if partial:
+        table += f"\n¹ over the seeds that ran on a machine where the loop ran too ({', '.join(partial)}).\n"
+    waiting = [pe for pe in GRID_PES if pe not in by_pe]
     if waiting:
         table += f"\n{MISSING} not finished yet: {', '.join(f'`{pe}`' for pe in waiting)} (no finished seed).\n"
     return table
 
 
 def recipe_pes_short(root: Path) -> str:
-    """The README's version of :func:`recipe_pes`: mean ± std and wall time against the loop's, best first."""
+    """The README's version of :func:`recipe_pes`: mean ± std, seeds and wall time against the loop's, best first."""
     full = recipe_pes(root)
-    rows = [line.split(" | ") for line in full.splitlines()[2:] if line.startswith("| ")]
-    short = [[cells[0].lstrip("| "), cells[3], cells[5].rstrip(" |")] for cells in rows]
-    note = "\n".join(line for line in full.splitlines() if line.startswith(MISSING))
-    return markdown(["run (CIFAR-10)", "test acc. (%), 3 seeds", "wall / the loop's"],
-                    short) + (f"\n{note}\n" if note else "")
+    rows = [line.strip("| ").split(" | ") for line in full.splitlines()[2:] if line.startswith("| ")]
+    loop = rows[0][0]  # one loop row is enough here: every ratio is against the loop on the run's own machine
+    rows = [rows[0]] + [cells for cells in rows[1:] if cells[0] != loop]
+    short = [[cells[0], cells[3], str(sum(a != MISSING for a in cells[2].split(" / "))), cells[6]] for cells in rows]
+    notes = [line for line in full.splitlines() if line.startswith((MISSING, "¹"))]
+    if any(cells[3] == "—" for cells in short):
+        notes.insert(0, "— ran on a machine where the loop did not run (RESULTS.md says which).")
+    return markdown(["run (CIFAR-10)", "test acc. (%)", "seeds", "wall / the loop's"], short) + "".join(
+        f"\n{note}\n" for note in notes)
 
 
 def recipe_ablation(root: Path) -> str:

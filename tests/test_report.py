@@ -59,3 +59,35 @@ def test_a_marker_naming_no_table_is_an_error(tmp_path):
         page.write("\n<!-- table: no-such-table -->\n<!-- /table -->\n")
     done = run("--check", "--root", str(root))
     assert done.returncode != 0 and "no-such-table" in done.stdout + done.stderr
+
+
+def _recipe_run(grid: Path, name: str, pe: str | None, minutes: float, acc: float, machine: str | None) -> None:
+    folder = grid / name
+    folder.mkdir(parents=True)
+    if pe is None:  # a timm baseline
+        (folder / "config.json").write_text('{"baseline": "timm plain loop", "epochs": 1}')
+    else:
+        (folder / "config.yaml").write_text(f"model:\n  pe: {pe}\ntrain:\n  epochs: 1\n")
+    (folder / "metrics.jsonl").write_text(f'{{"epoch": 1, "test_acc": {acc}, "elapsed_s": {60 * minutes}}}\n')
+    if machine:
+        (folder / "machine.json").write_text(f'{{"machine": "{machine}"}}')
+
+
+def test_recipe_wall_times_are_divided_only_by_the_loop_on_the_same_machine(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from report_tables import recipe_pes, recipe_pes_short
+
+    grid = tmp_path / "results/recipe/grid"
+    _recipe_run(grid, "timm_s0", None, 50, 0.70, None)            # machine A (not recorded)
+    _recipe_run(grid, "timm_again_s0", None, 20, 0.70, "fast")    # machine C (letters follow the names): 2.5x faster
+    _recipe_run(grid, "cpb_s0", "cpb", 40, 0.78, None)            # 40 / 50
+    _recipe_run(grid, "cpb_s1", "cpb", 10, 0.79, "fast")          # 10 / 20
+    _recipe_run(grid, "none_s0", "none", 5, 0.74, "elsewhere")    # no loop ran there
+    table = recipe_pes(tmp_path)
+    row = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in table.splitlines() if line.startswith("| ")}
+    assert row["`cpb`"][4] == "A / C / …" and row["`cpb`"][6].strip(" |") == "0.65"  # (0.8 + 0.5) / 2
+    assert row["`none`"][6].strip(" |") == "—"
+    assert "B: elsewhere (no loop ran there: no ratio)" in table
+    short = recipe_pes_short(tmp_path)
+    assert short.count("plain timm loop") == 1 and "| `cpb` | 78.5 ± 0.7 | 2 | 0.65 |" in short
+    assert "— ran on a machine where the loop did not run" in short
