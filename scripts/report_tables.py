@@ -220,7 +220,15 @@ def recipe_resolution(root: Path) -> str:
     path = root / "results/recipe/resolution.json"
     if not path.is_file():
         return f"{MISSING} The sweep of the recipe's 30 models is not committed yet (`results/recipe/resolution.json`).\n"
-    return resolution_table(sweep(path))
+    records = sweep(path)
+    seeds = defaultdict(set)
+    for record in records:
+        seeds[record["pe"]].add(record["run"])
+    waiting = [pe for pe in GRID_PES if pe not in seeds]
+    note = "\nSeeds per row: " + ", ".join(f"`{pe}` {len(seeds[pe])}" for pe in sorted(seeds)) + "."
+    if waiting:
+        note += f" {MISSING} not swept yet: {', '.join(f'`{pe}`' for pe in waiting)}."
+    return resolution_table(records) + note + "\n"
 
 
 # ------------------------------------------------------------------------------------------- the 3-epoch grid
