@@ -4,7 +4,7 @@
 # Finished runs are skipped, interrupted ones resumed, finished evaluations reused: rerun the same command to continue.
 #
 #   VITPE_DATA=/path/to/data [PYTHON=python] [JOBS=2] [SEEDS="0 1"] [PES="..."] [CONFIG=...] [EXTRA="key=value ..."] \
-#     [MULTI_PES="pe pe"] [MULTI_SIZES=24,32,40,48] [RESOLUTIONS=16,24,...] [EVAL_LIMIT=N] \
+#     [MULTI_PES="pe pe"] [MULTI_SIZES=24,32,40,48] [RESOLUTIONS=16,24,...] [EVAL_LIMIT=N] [RECORDS=DIR] \
 #     scripts/compare.sh [RUNS_DIR]
 #
 # JOBS trainings run at once, each with (CPU cores / JOBS) threads unless OMP_NUM_THREADS is set. EXTRA overrides
@@ -16,6 +16,7 @@ set -euo pipefail
 export PYTHON=${PYTHON:-python}  # the interpreter to run (tests pass their own)
 cd "$(dirname "$0")/.."
 runs=${1:-runs/compare}
+export RUNS=$runs  # RECORDS=DIR keeps every finished run's records (scripts/keep_records.sh)
 config=${CONFIG:-configs/cifar10_compare.yaml}
 pes=(${PES-none learnable separable sincos rope_axial rope_mixed relbias cpb alibi peg})  # PES="": multi-res only
 seeds=(${SEEDS:-0 1})
@@ -24,6 +25,7 @@ extra=${EXTRA:-}
 multi_sizes=${MULTI_SIZES:-24,32,40,48}  # the multi-resolution runs' training sizes, one drawn per batch
 source scripts/check_inputs.sh
 source scripts/lanes.sh
+source scripts/keep_records.sh
 require_jobs JOBS "$jobs"
 require_seeds SEEDS "${seeds[@]}"
 require_pes PES 2 "${pes[@]}"
@@ -64,4 +66,5 @@ evaluate=("$PYTHON" eval.py --resolutions "${RESOLUTIONS:-16,24,32,40,48,64}" --
 # into the combined table and plots.
 printf '%s\n' "${single[@]}" "${multi[@]}" | evaluate_each "${evaluate[@]}"
 "${evaluate[@]}" "${single[@]}" "${multi[@]}"
+keep_sweep "$runs/resolution"
 cat "$runs/accuracy.md" "$runs/resolution/resolution.md"

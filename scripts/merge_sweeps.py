@@ -4,6 +4,9 @@ later, whose checkpoints no longer sit side by side) into one report: resolution
     python scripts/merge_sweeps.py results/compare/resolution.json runs/compare_s2/resolution/resolution.json \\
         --out results/compare [--title "..."]
 
+An input is a sweep's resolution.json or one run's record file (eval.py's DIR/runs/<run>.json, which
+scripts/keep_records.sh keeps under RECORDS), so a sweep whose runs were evaluated on several machines joins too.
+
 Runs are grouped by name with the seed suffix removed (``rope_mixed_s2`` joins ``rope_mixed_s0``; a name without a
 suffix counts as seed 0), so each input must follow compare.sh's ``<name>_s<seed>`` naming and hold one config per
 name. The same run name in two inputs is an error (it would count one seed twice); so are differing sample sizes
@@ -30,6 +33,8 @@ def merge(paths: list[Path]) -> list[dict]:
             loaded = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as err:
             raise ValueError(f"{path}: not a readable resolution.json ({err})") from None
+        if isinstance(loaded, dict) and "records" in loaded:  # one run's record file of eval.py (DIR/runs/<run>.json)
+            loaded = loaded["records"]
         for record in loaded:
             if owner.setdefault(record["run"], path) != path:
                 raise ValueError(f"run {record['run']!r} is in both {owner[record['run']]} and {path}; "

@@ -6,7 +6,7 @@
 #
 #   VITPE_DATA=/path/to/data [PYTHON=python] [JOBS=2] [SEEDS="0 1 2"] [PES="learnable sincos rope_mixed cpb"] \
 #     [CONFIG=configs/cifar10.yaml] [EXTRA="key=value ..."] [TIMM_EPOCHS=10] [TIMM_ARGS="--train-limit N ..."] \
-#     scripts/recipe_vs_timm.sh [RUNS_DIR]
+#     [RECORDS=results/recipe/grid] scripts/recipe_vs_timm.sh [RUNS_DIR]
 #
 # Finished runs are skipped and interrupted ones resumed (a baseline from its last finished epoch). JOBS=1 runs one
 # training at a time, for a lane beside another one-thread training (each run still shares the machine with one
@@ -15,6 +15,7 @@ set -euo pipefail
 export PYTHON=${PYTHON:-python}  # the interpreter to run (tests pass their own)
 cd "$(dirname "$0")/.."
 runs=${1:-runs/recipe_vs_timm}
+export RUNS=$runs  # RECORDS=DIR keeps every finished run's records (scripts/keep_records.sh)
 config=${CONFIG:-configs/cifar10.yaml}
 seeds=(${SEEDS:-0 1 2})
 pes=(${PES:-learnable sincos rope_mixed cpb})
@@ -23,6 +24,7 @@ export TIMM_EPOCHS=${TIMM_EPOCHS:-10} TIMM_ARGS=${TIMM_ARGS:-}
 export OMP_NUM_THREADS=1
 jobs=${JOBS:-2}
 source scripts/check_inputs.sh
+source scripts/keep_records.sh
 require_jobs JOBS "$jobs"
 require_seeds SEEDS "${seeds[@]}"
 require_pes PES 2 "${pes[@]}"
@@ -33,15 +35,16 @@ run_one() {  # run_one timm OUT SEED | run_one vitpe OUT CONFIG key=value ...: o
   local kind=$1 out=$2
   shift 2
   if [ "$kind" = timm ]; then
-    if [ -f "$out/metrics.jsonl" ] && [ "$(wc -l < "$out/metrics.jsonl")" -ge "$TIMM_EPOCHS" ]; then return; fi
+    if [ -f "$out/metrics.jsonl" ] && [ "$(wc -l < "$out/metrics.jsonl")" -ge "$TIMM_EPOCHS" ]; then keep_records "$out"; return; fi
     local resume=--resume
     [ -f "$out/checkpoint.pt" ] || { rm -rf "$out"; resume=; }
-    "$PYTHON" scripts/timm_baseline.py --out "$out" --seed "$1" --epochs "$TIMM_EPOCHS" $TIMM_ARGS $resume
+    "$PYTHON" scripts/timm_baseline.py --out "$out" --seed "$1" --epochs "$TIMM_EPOCHS" $TIMM_ARGS $resume &&
+      keep_records "$out"
   else
     scripts/train_or_resume.sh "$out" "$@"
   fi >> "$out.log" 2>&1 || { echo "failed: $out (see $out.log)" >&2; exit 255; }
 }
-export -f run_one
+export -f run_one kept_path keep_records
 
 for seed in "${seeds[@]}"; do  # a baseline and a recipe run start together, then the other PEs
   echo "timm $runs/timm_s$seed $seed"

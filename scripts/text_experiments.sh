@@ -11,6 +11,7 @@ set -euo pipefail
 export PYTHON=${PYTHON:-python}  # the interpreter to run (tests pass their own)
 cd "$(dirname "$0")/.."
 runs=${1:-runs/text}
+export RUNS=$runs  # RECORDS=DIR keeps every finished run's records (scripts/keep_records.sh)
 seeds=(${SEEDS:-0 1 2})
 extra=${EXTRA:-}
 sst2_pes=(${SST2_PES-none learnable sincos rope_axial})

@@ -13,7 +13,7 @@
 #   VITPE_DATA=/path/to/data [PYTHON=python] [JOBS=2] [SEEDS="0 1 2"] [PES="..."] [AUG_PES="..."] [AUGS="..."] \
 #     [FINETUNE_SIZES="24 32"] [RESOLUTIONS=16,20,...] [EVAL_LIMIT=2000] [STAGES="train augment finetune evaluate"] \
 #     [CONFIG=configs/cifar10_detail.yaml] [FINETUNE_CONFIG=configs/finetune_res.yaml] [EXTRA="key=value ..."] \
-#     scripts/transfer.sh [RUNS_DIR]
+#     [RECORDS=results/transfer] scripts/transfer.sh [RUNS_DIR]
 #
 # AUGS: name=key=value,key=value entries, each a setting of the PE options shift, jitter and rescale (DINOv3's
 # released configs: rescale=2). EXTRA overrides are added to every training (no spaces inside a value).
@@ -21,6 +21,7 @@ set -euo pipefail
 export PYTHON=${PYTHON:-python}  # the interpreter to run (tests pass their own)
 cd "$(dirname "$0")/.."
 runs=${1:-runs/transfer}
+export RUNS=$runs  # RECORDS=DIR keeps every finished run's records (scripts/keep_records.sh)
 config=${CONFIG:-configs/cifar10_detail.yaml}
 pes=(${PES-learnable sincos rope_axial rope_mixed rope_dinov3 cpb})
 aug_pes=(${AUG_PES-sincos rope_axial rope_mixed rope_dinov3 cpb})
@@ -33,6 +34,7 @@ stages=" ${STAGES:-train augment finetune evaluate} "
 jobs=${JOBS:-2}
 source scripts/check_inputs.sh
 source scripts/lanes.sh
+source scripts/keep_records.sh
 require_jobs JOBS "$jobs"
 require_seeds SEEDS "${seeds[@]}"
 require_pes PES 2 "${pes[@]}"
@@ -84,4 +86,5 @@ if [[ $stages == *" evaluate "* ]]; then
             --pe-resize interpolate,extrapolate,ntk,yarn --out "$runs/resolution" --limit "${EVAL_LIMIT:-2000}")
   printf '%s\n' "${existing[@]}" | evaluate_each "${evaluate[@]}"
   "${evaluate[@]}" "${existing[@]}"
+  keep_sweep "$runs/resolution"
 fi

@@ -192,7 +192,8 @@ def _records(runs: dict[str, float], n: int = 100) -> list[dict]:
 def test_merge_sweeps_adds_a_later_seed_to_published_records(tmp_path):
     old, new = tmp_path / "old.json", tmp_path / "new.json"
     old.write_text(json.dumps(_records({"sincos_s0": 0.50, "sincos_s1": 0.52, "multires_sincos": 0.40})))
-    new.write_text(json.dumps(_records({"sincos_s2": 0.54, "multires_sincos_s1": 0.44})))
+    new.write_text(json.dumps({"settings": {"limit": 100},  # one run's record file, as eval.py caches it
+                               "records": _records({"sincos_s2": 0.54, "multires_sincos_s1": 0.44})}))
     code, _ = script_main("merge_sweeps", str(old), str(new), "--out", str(tmp_path / "merged"))
     assert code == 0
     table = (tmp_path / "merged" / "resolution.md").read_text()
@@ -217,7 +218,7 @@ def test_recipe_vs_timm_runs_both_side_by_side_and_tabulates(tmp_path):
     env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "VITPE_DATA": str(DATA), "SEEDS": "0",
            "PES": "learnable sincos", "TIMM_EPOCHS": "1", "TIMM_ARGS": "--train-limit 256 --test-limit 100",
            "EXTRA": "data.train_limit=256 data.test_limit=100 train.epochs=1 model.dim=32 model.depth=1 "
-                    "model.heads=2 train.img_sizes=[32] train.img_size_epochs=[]"}
+                    "model.heads=2 train.img_sizes=[32] train.img_size_epochs=[]", "RECORDS": str(tmp_path / "kept")}
     runs = tmp_path / "side"
     done = subprocess.run(["bash", "scripts/recipe_vs_timm.sh", str(runs)], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=600)
@@ -225,6 +226,9 @@ def test_recipe_vs_timm_runs_both_side_by_side_and_tabulates(tmp_path):
     table = (runs / "accuracy.md").read_text()
     assert "| timm plain loop | 1 | 1 |" in table and "| learnable | 1 | 1 |" in table and "| sincos |" in table
     assert "wall / timm" in table
+    for run, config in (("timm_s0", "config.json"), ("learnable_s0", "config.yaml"), ("sincos_s0", "config.yaml")):
+        assert (tmp_path / "kept" / run / config).is_file()  # RECORDS: each finished run's records, kept
+        assert (tmp_path / "kept" / run / "metrics.jsonl").read_text() == (runs / run / "metrics.jsonl").read_text()
     again = subprocess.run(["bash", "scripts/recipe_vs_timm.sh", str(runs)], cwd=ROOT, env=env, capture_output=True,
                            text=True, timeout=600)
     assert again.returncode == 0 and (runs / "accuracy.md").read_text() == table  # finished runs are kept
@@ -280,7 +284,8 @@ def test_transfer_script_trains_augments_fine_tunes_and_evaluates_in_every_mode(
     env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "CONFIG": "configs/smoke.yaml",
            "PES": "rope_axial", "AUG_PES": "rope_axial", "AUGS": "r2=rescale=2,jitter=1.5", "SEEDS": "0",
            "FINETUNE_SIZES": "24", "RESOLUTIONS": "16,24", "EVAL_LIMIT": "64", "JOBS": "2", "OMP_NUM_THREADS": "1",
-           "EXTRA": "data.dataset=synthetic data.synthetic_size=128 data.img_size=16 train.epochs=1"}
+           "EXTRA": "data.dataset=synthetic data.synthetic_size=128 data.img_size=16 train.epochs=1",
+           "RECORDS": str(tmp_path / "kept")}
     runs = tmp_path / "transfer"
     done = subprocess.run(["bash", "scripts/transfer.sh", str(runs)], cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -295,6 +300,18 @@ def test_transfer_script_trains_augments_fine_tunes_and_evaluates_in_every_mode(
     assert {r["run"] for r in records} == {"rope_axial_s0", "rope_axial_r2_s0", "rope_axial_s0_24_interpolate",
                                            "rope_axial_s0_24_extrapolate"}
     assert {r["pe_resize"] for r in records} == {"interpolate", "extrapolate", "ntk", "yarn"}
+    # RECORDS: every run's records and the sweep, kept without checkpoints, enough to rebuild the sweep's tables
+    kept = tmp_path / "kept"
+    assert not list(kept.rglob("*.pt"))
+    for run in ("trained/rope_axial_s0", "augmented/rope_axial_r2_s0", "finetuned/rope_axial_s0_24_extrapolate"):
+        assert (kept / run / "config.yaml").read_text() == (runs / run / "config.yaml").read_text()
+        assert (kept / run / "metrics.jsonl").read_text() == (runs / run / "metrics.jsonl").read_text()
+    assert (kept / "finetuned/rope_axial_s0_24_interpolate/init.json").is_file()
+    rebuilt = tmp_path / "rebuilt"
+    assert script_main("merge_sweeps", *map(str, sorted((kept / "resolution/runs").glob("*.json"))),
+                       "--out", str(rebuilt))[0] == 0
+    assert sorted(json.dumps(r, sort_keys=True) for r in json.loads((rebuilt / "resolution.json").read_text())) == \
+        sorted(json.dumps(r, sort_keys=True) for r in json.loads((kept / "resolution/resolution.json").read_text()))
     bad = subprocess.run(["bash", "scripts/transfer.sh", str(tmp_path / "bad")], cwd=ROOT, capture_output=True,
                          text=True, env={**env, "AUGS": "big=scale=3"})
     assert bad.returncode == 2 and "AUGS: 'big=scale=3' is not name=option=value" in bad.stderr

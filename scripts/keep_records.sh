@@ -1,0 +1,30 @@
+# What of a run is worth committing, kept where it survives the machine (sourced by the experiment scripts).
+#   RECORDS=DIR    each finished run's config, metrics and init record (not its checkpoints) are copied to
+#                  DIR/<the run's path below RUNS> as soon as it finishes, and a sweep's records when it is written;
+#                  RUNS is the experiment's runs folder (the scripts export it). Unset: nothing is copied.
+# A run folder lives on one machine's disk; with RECORDS=results/<experiment>, a long experiment spread over machines
+# leaves every finished run in the repository, ready to commit, however it ends.
+
+kept_path() {  # kept_path PATH: where PATH's records go (its path below RUNS, or its name when outside RUNS)
+  local runs=${RUNS%/}
+  if [[ $1 == "$runs"/* ]]; then echo "$RECORDS/${1#"$runs"/}"; else echo "$RECORDS/$(basename "$1")"; fi
+}
+
+keep_records() {  # keep_records RUN_DIR: a finished training's records
+  [ -n "${RECORDS:-}" ] || return 0
+  local dest file
+  dest=$(kept_path "$1")
+  mkdir -p "$dest"
+  for file in config.yaml config.json metrics.jsonl init.json; do
+    if [ -f "$1/$file" ]; then cp "$1/$file" "$dest/"; fi
+  done
+}
+
+keep_sweep() {  # keep_sweep OUT_DIR: an eval.py sweep's tables and per-run records (OUT_DIR/runs/*.json)
+  [ -n "${RECORDS:-}" ] || return 0
+  local dest
+  dest=$(kept_path "$1")
+  mkdir -p "$dest/runs"
+  cp "$1"/resolution.* "$1"/length.* "$dest/" 2>/dev/null || true
+  cp "$1"/runs/*.json "$dest/runs/" 2>/dev/null || true
+}
