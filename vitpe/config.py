@@ -22,7 +22,7 @@ from vitpe.atomic_files import write_text_atomic
 from vitpe.models.mlp import MLPS
 from vitpe.pe import registry
 from vitpe.pe.composed import MEMBER_KEYS, SEPARATOR, member_names
-from vitpe.pe.grid import RESIZE_MODES
+from vitpe.pe.grid import RESIZE_MODES, unscalable
 
 
 class ConfigError(ValueError):
@@ -366,9 +366,8 @@ def check_pe(model: ModelConfig, grid_dims: int) -> None:
     for name, cls in zip(names, classes):
         if model.pe_resize not in cls.resize_modes and not (len(names) > 1 and name in pinned):
             frequency_pes = [n for n in registry.available() if model.pe_resize in registry.get(n).resize_modes]
-            raise ConfigError(f"model.pe_resize={model.pe_resize}: {name} has no frequencies to scale; it takes "
-                              f"{' or '.join(cls.resize_modes)} (the {model.pe_resize} mode is for "
-                              f"{', '.join(frequency_pes)})")
+            raise ConfigError(f"model.pe_resize={model.pe_resize}: "
+                              + unscalable(name, model.pe_resize, cls.resize_modes, frequency_pes))
     if len(names) == 1:
         _check_pe_options(names[0], model.pe_options, "model.pe_options")
         return

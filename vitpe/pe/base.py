@@ -30,7 +30,7 @@ from torch import nn
 
 from vitpe.pe.coord_augment import CoordAugment
 from vitpe.pe.grid import (BASIC_RESIZE_MODES, Grid, as_grid, check_resize_mode, grid_positions,
-                           relative_offsets)
+                           relative_offsets, unscalable)
 from vitpe.pe.layout import unbind_in_memory_order
 
 SITES = ("none", "tokens", "qk", "logits")
@@ -101,8 +101,7 @@ class PositionEncoding(nn.Module):
     def _supported(self, mode: str) -> str:
         """``mode``, or a :class:`ResizeError` where this PE does not have it."""
         if mode not in self.resize_modes:
-            raise ResizeError(f"{self.name or type(self).__name__} has no frequencies to scale: the {mode} resize mode "
-                              f"applies to sinusoidal and rotary PEs; use {' or '.join(self.resize_modes)}")
+            raise ResizeError(unscalable(self.name or type(self).__name__, mode, self.resize_modes))
         return mode
 
     def _set_resize(self, mode: str) -> None:

@@ -49,6 +49,14 @@ def check_resize_mode(mode: str) -> str:
     return mode
 
 
+def unscalable(name: str, mode: str, supported: tuple[str, ...], scalable: list[str] | None = None) -> str:
+    """The one message for asking a PE without frequencies (``supported``: its modes) for ``mode`` (ntk, yarn);
+    ``scalable`` names the PEs that have the mode, where the caller knows them."""
+    which = f" ({', '.join(scalable)})" if scalable else ""
+    return (f"{name} has no frequencies to scale: the {mode} resize mode applies to sinusoidal and rotary PEs{which}; "
+            f"use {' or '.join(supported)}")
+
+
 def axis_scale(n: int, n_ref: int, mode: str) -> float:
     """Reference units per cell along one axis: ``n_ref / n`` when interpolating, 1 when extrapolating."""
     return n_ref / n if mode == "interpolate" else 1.0
