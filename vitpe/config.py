@@ -20,6 +20,7 @@ import yaml
 
 from vitpe.atomic_files import write_text_atomic
 from vitpe.models.mlp import MLPS
+from vitpe.models.stem import STEMS, conv_stem_problem
 from vitpe.pe import registry
 from vitpe.pe.composed import MEMBER_KEYS, SEPARATOR, member_names
 from vitpe.pe.grid import RESIZE_MODES, unscalable
@@ -58,6 +59,7 @@ class ModelConfig:
     qkv_bias: bool = True
     mlp: str = "gelu"  # the block MLP: gelu (Linear-GELU-Linear) | swiglu
     mlp_norm: bool = False  # a LayerNorm on the MLP's hidden features (EVA-02's sub-LN)
+    stem: str = "patch"  # images -> patch tokens: patch (one p x p convolution) | conv (3x3 stride-2 convolutions)
     init: str = ""  # start from other weights: timm:NAME[@WEIGHTS_FILE] (a pretrained timm model) or
     # run:RUN_DIR[@CHECKPOINT] (a vitpe run, e.g. to fine-tune it at another size); docs/training.md
 
@@ -446,11 +448,13 @@ def validate(config: Config, for_training: bool = True) -> None:
          "timm:NAME[@WEIGHTS_FILE] (a pretrained timm model) or run:RUN_DIR[@CHECKPOINT] (a vitpe run)"),
         (m.max_len >= 0, "model.max_len", ">= 0 (0: data.max_len)"),
         (m.mlp in MLPS, "model.mlp", " or ".join(MLPS)),
+        (m.stem in STEMS, "model.stem", " or ".join(STEMS)),
     ]
     if config.task == "text":
         checks += [
             (not (m.init.startswith("timm:") or m.reg_tokens or m.class_token is not None),
              "model.init/reg_tokens/class_token", "unset for text (image options; model.init=run:RUN_DIR works)"),
+            (m.stem == "patch", "model.stem", "patch for text (the default; stems are for images)"),
             (d.max_len >= 1, "data.max_len", ">= 1"),
             (0 <= d.min_len <= d.max_len, "data.min_len", f"between 0 and data.max_len ({d.max_len})"),
             (not (d.mixup or d.cutmix or d.randaugment), "data.mixup/cutmix/randaugment", "off for text"),
@@ -466,6 +470,8 @@ def validate(config: Config, for_training: bool = True) -> None:
     if config.task == "text":
         return
     patch = config.model.patch_size
+    if m.stem == "conv" and conv_stem_problem(patch, m.dim):
+        raise ConfigError(f"model.stem=conv {conv_stem_problem(patch, m.dim)} (model.patch_size, model.dim)")
     sizes = [("train.img_sizes", s) for s in t.img_sizes] + [("model.img_size", config.model.img_size)] * bool(
         config.model.img_size)  # model.img_size 0 means "derived"
     for key, size in sizes:

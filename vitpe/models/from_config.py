@@ -23,7 +23,7 @@ def build_model(config: Config, num_classes: int, vocab: list[str] | None = None
         return TextClassifier(len(vocab), max_len=reference_length(config), **common)
     return ViT(img_size=reference_size(config), patch_size=m.patch_size, class_token=m.class_token,
                reg_tokens=m.reg_tokens, layer_scale_init=m.layer_scale_init, fc_norm=m.fc_norm, norm_eps=m.norm_eps,
-               qkv_bias=m.qkv_bias, **common)
+               qkv_bias=m.qkv_bias, stem=m.stem, **common)
 
 
 def check_training_sizes(model: ViT | TextClassifier, config: Config) -> None:

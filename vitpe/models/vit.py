@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import torch
-from timm.layers import PatchEmbed
 from timm.models._features import feature_take_indices  # indices read as timm's own models read them
 from torch import nn
 
 from vitpe.models.encoder import PETrunk, check_pool
+from vitpe.models.stem import build_stem
 
 
 def _pair(size: int | Sequence[int]) -> tuple[int, int]:
@@ -50,6 +50,8 @@ class ViT(PETrunk):
         drop_rate, attn_drop_rate, drop_path: dropout after MLP/projections and before the head, attention dropout,
             stochastic depth (linearly increasing over depth up to this value).
         qkv_bias: bias on the qkv projection.
+        stem: ``"patch"`` (one p x p convolution, the ViT's) or ``"conv"`` (log2(p) stride-2 3 x 3 convolutions, Xiao
+            et al. 2021); see :mod:`vitpe.models.stem`.
     """
 
     def __init__(
@@ -77,6 +79,7 @@ class ViT(PETrunk):
         norm_eps: float = 1e-5,
         mlp: str = "gelu",
         mlp_norm: bool = False,
+        stem: str = "patch",
     ) -> None:
         super().__init__()
         class_token = check_pool(pool, class_token)
@@ -88,8 +91,8 @@ class ViT(PETrunk):
         self.patch_size = patch_size
         self.grid = self.patch_grid(self.img_size)
         self.in_chans = in_chans
-        self.patch_embed = PatchEmbed(self.img_size, patch_size, in_chans, dim, output_fmt="NHWC",
-                                      strict_img_size=False)
+        self.stem = stem
+        self.patch_embed = build_stem(stem, self.img_size, patch_size, in_chans, dim)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if class_token else None
         self.build_trunk(grid=self.grid, num_classes=num_classes, dim=dim, depth=depth, heads=heads,
                          mlp_ratio=mlp_ratio, pe=pe, pe_options=pe_options, pe_resize=pe_resize, pool=pool,

@@ -90,7 +90,7 @@ def check_trunk(model: nn.Module, source: str) -> dict[str, Any]:
                 mlp_ratio=hidden / dim, mlp=mlp, mlp_norm=mlp_norm,
                 pool="cls" if model.global_pool == "token" else "mean", class_token=model.cls_token is not None,
                 reg_tokens=0 if reg is None else reg.shape[1], fc_norm=fc_norm, norm_eps=norm_eps,
-                qkv_bias=getattr(model.blocks[0].attn.qkv, "bias", None) is not None)
+                qkv_bias=getattr(model.blocks[0].attn.qkv, "bias", None) is not None, stem="patch")
 
 
 def block_mlp(mlp: nn.Module, norm_eps: float, source: str, index: int) -> tuple[str, bool, int]:
