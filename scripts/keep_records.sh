@@ -25,6 +25,7 @@ keep_sweep() {  # keep_sweep OUT_DIR: an eval.py sweep's tables and per-run reco
   local dest
   dest=$(kept_path "$1")
   mkdir -p "$dest/runs"
-  cp "$1"/resolution.* "$1"/length.* "$dest/" 2>/dev/null || true
-  cp "$1"/runs/*.json "$dest/runs/" 2>/dev/null || true
+  for file in "$1"/resolution.* "$1"/length.* "$1"/runs/*.json; do  # a pattern that matched nothing stays as written
+    if [ -f "$file" ]; then cp "$file" "$dest/${file#"$1"/}"; fi
+  done
 }

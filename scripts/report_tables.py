@@ -118,10 +118,27 @@ SEEDS = (0, 1, 2)
 GRID_PES = ("none", "learnable", "separable", "sincos", "rope_axial", "rope_mixed", "relbias", "cpb", "alibi", "peg")
 
 
-def recipe_pes(root: Path) -> str:
-    """Every 2D PE with the recipe (configs/cifar10.yaml), three seeds, against the plain timm loop. Wall times are
-    compared only within a machine: each run's against the mean of the loop's runs on the same machine (machines are
-    lettered in a note under the table; the grid's first runs did not record theirs)."""
+def missing_pes(done: Iterable[str], what: str) -> str:
+    """``"… not <what> yet: `pe`, ..."`` for the PEs of the grid not in ``done``; empty when none is missing."""
+    waiting = [f"`{pe}`" for pe in GRID_PES if pe not in set(done)]
+    return f"{MISSING} not {what} yet: {', '.join(waiting)}" if waiting else ""
+
+
+@dataclass
+class RecipeRow:
+    label: str
+    site: str
+    seeds: dict[int, Run]
+    machines: str  # the machine letter of each seed, "A / B / …"
+    ratio: str  # wall time against the loop's on the same machine; "—" where no loop ran there
+    loop: bool
+
+
+def recipe_grid(root: Path) -> tuple[list[RecipeRow], dict[str, str]]:
+    """The recipe grid (configs/cifar10.yaml with every 2D PE, three seeds, and the plain timm loop): loop rows
+    first (one per machine it ran on), then the PEs, best first; and the notes under the table (``machines``,
+    ``partial``, ``waiting``). Wall times compare only within a machine: each run's against the mean of the loop's
+    runs on the same machine (machines are lettered; the grid's first runs did not record theirs)."""
     runs = [read_run(f) for f in sorted((root / "results/recipe/grid").iterdir()) if f.is_dir()]
     loops: dict[frozenset[str], dict[int, Run]] = defaultdict(dict)
     by_pe: dict[str, dict[int, Run]] = defaultdict(dict)
@@ -133,45 +150,49 @@ def recipe_pes(root: Path) -> str:
     letter = {m: chr(ord("A") + i) for i, m in enumerate(machines)}
     partial = []
 
-    def row(label: str, site: str, seeds: dict[int, Run]) -> list[str]:
-        accs = {s: r.accuracy for s, r in seeds.items()}
+    def row(label: str, site: str, seeds: dict[int, Run], loop: bool = False) -> RecipeRow:
         ratios = [r.minutes / loop_minutes[r.machines] for r in seeds.values() if r.machines in loop_minutes]
         mark = "¹" if ratios and len(ratios) < len(seeds) else ""
         if mark:
             partial.append(label)
         where = " / ".join(letter[seeds[s].machines] if s in seeds else MISSING for s in SEEDS)
-        return [label, site, per_seed(accs, SEEDS), mean_std(list(accs.values())), where,
-                f"{statistics.fmean(r.minutes for r in seeds.values()):.1f}",
-                f"{statistics.fmean(ratios):.2f}{mark}" if ratios else "—"]
+        return RecipeRow(label, site, seeds, where, f"{statistics.fmean(ratios):.2f}{mark}" if ratios else "—", loop)
 
-    rows = [row("plain timm loop (10 epochs at 32 px)", "tokens", loops[m]) for m in machines if m in loops]
-    for pe in sorted(by_pe, key=lambda p: -statistics.fmean(r.accuracy for r in by_pe[p].values())):
-        rows.append(row(f"`{pe}`", site_of(pe), by_pe[pe]))
-    table = markdown(["run", "site", "test acc. (%), seeds 0 / 1 / 2", "mean ± std", "machine", "wall (min), mean",
-                      "wall / the loop's"], rows)
-    table += "\nMachines: " + "; ".join(
+    rows = [row("plain timm loop (10 epochs at 32 px)", "tokens", loops[m], loop=True) for m in machines if m in loops]
+    rows += [row(f"`{pe}`", site_of(pe), by_pe[pe])
+             for pe in sorted(by_pe, key=lambda p: -statistics.fmean(r.accuracy for r in by_pe[p].values()))]
+    waiting = missing_pes(by_pe, "finished")
+    notes = {"machines": "Machines: " + "; ".join(
         f"{letter[m]}: {'; '.join(sorted(m)) or 'not recorded (the first runs of the grid)'}"
-        + ("" if m in loops else " (no loop ran there: no ratio)") for m in machines) + ".\n"
-    if partial:
-        table += f"\n¹ over the seeds that ran on a machine where the loop ran too ({', '.join(partial)}).\n"
-    waiting = [pe for pe in GRID_PES if pe not in by_pe]
-    if waiting:
-        table += f"\n{MISSING} not finished yet: {', '.join(f'`{pe}`' for pe in waiting)} (no finished seed).\n"
-    return table
+        + ("" if m in loops else " (no loop ran there: no ratio)") for m in machines) + ".",
+        "partial": f"¹ over the seeds that ran on a machine where the loop ran too ({', '.join(partial)})."
+        if partial else "",
+        "waiting": f"{waiting} (no finished seed)." if waiting else ""}
+    return rows, notes
+
+
+def recipe_pes(root: Path) -> str:
+    """Every 2D PE with the recipe against the plain timm loop (:func:`recipe_grid`), every seed shown."""
+    rows, notes = recipe_grid(root)
+    table = markdown(["run", "site", "test acc. (%), seeds 0 / 1 / 2", "mean ± std", "machine", "wall (min), mean",
+                      "wall / the loop's"],
+                     [[r.label, r.site, per_seed({s: run.accuracy for s, run in r.seeds.items()}, SEEDS),
+                       mean_std([run.accuracy for run in r.seeds.values()]), r.machines,
+                       f"{statistics.fmean(run.minutes for run in r.seeds.values()):.1f}", r.ratio] for r in rows])
+    return table + "".join(f"\n{notes[key]}\n" for key in ("machines", "partial", "waiting") if notes[key])
 
 
 def recipe_pes_short(root: Path) -> str:
-    """The README's version of :func:`recipe_pes`: mean ± std, seeds and wall time against the loop's, best first."""
-    full = recipe_pes(root)
-    rows = [line.strip("| ").split(" | ") for line in full.splitlines()[2:] if line.startswith("| ")]
-    loop = rows[0][0]  # one loop row is enough here: every ratio is against the loop on the run's own machine
-    rows = [rows[0]] + [cells for cells in rows[1:] if cells[0] != loop]
-    short = [[cells[0], cells[3], str(sum(a != MISSING for a in cells[2].split(" / "))), cells[6]] for cells in rows]
-    notes = [line for line in full.splitlines() if line.startswith((MISSING, "¹"))]
-    if any(cells[3] == "—" for cells in short):
-        notes.insert(0, "— ran on a machine where the loop did not run (RESULTS.md says which).")
+    """The README's version of :func:`recipe_pes`: mean ± std, seeds and wall time against the loop's, best first;
+    one loop row (every ratio is against the loop on the run's own machine)."""
+    rows, notes = recipe_grid(root)
+    rows = rows[:1] + [r for r in rows if not r.loop]
+    short = [[r.label, mean_std([run.accuracy for run in r.seeds.values()]), str(len(r.seeds)), r.ratio]
+             for r in rows]
+    shown = ["— ran on a machine where the loop did not run (RESULTS.md says which)."] * any(
+        r.ratio == "—" for r in rows) + [notes[key] for key in ("partial", "waiting") if notes[key]]
     return markdown(["run (CIFAR-10)", "test acc. (%)", "seeds", "wall / the loop's"], short) + "".join(
-        f"\n{note}\n" for note in notes)
+        f"\n{note}\n" for note in shown)
 
 
 def recipe_ablation(root: Path) -> str:
@@ -224,11 +245,9 @@ def recipe_resolution(root: Path) -> str:
     seeds = defaultdict(set)
     for record in records:
         seeds[record["pe"]].add(record["run"])
-    waiting = [pe for pe in GRID_PES if pe not in seeds]
+    waiting = missing_pes(seeds, "swept")
     note = "\nSeeds per row: " + ", ".join(f"`{pe}` {len(seeds[pe])}" for pe in sorted(seeds)) + "."
-    if waiting:
-        note += f" {MISSING} not swept yet: {', '.join(f'`{pe}`' for pe in waiting)}."
-    return resolution_table(records) + note + "\n"
+    return resolution_table(records) + note + (f" {waiting}." if waiting else "") + "\n"
 
 
 # ------------------------------------------------------------------------------------------- the 3-epoch grid

@@ -4,7 +4,7 @@
 # Finished runs are skipped, interrupted ones resumed, finished evaluations reused.
 #
 #   VITPE_DATA=/path/to/data [PYTHON=python] [SEEDS="0 1 2"] [LENGTH_PES="..."] [SST2_PES="..."] \
-#     [EXTRA="key=value ..."] scripts/text_experiments.sh [RUNS_DIR]
+#     [EXTRA="key=value ..."] [RECORDS=DIR] scripts/text_experiments.sh [RUNS_DIR]
 #
 # EXTRA overrides are added to every training (whitespace-separated, so no spaces inside a value).
 set -euo pipefail
@@ -17,6 +17,7 @@ extra=${EXTRA:-}
 sst2_pes=(${SST2_PES-none learnable sincos rope_axial})
 length_pes=(${LENGTH_PES-none learnable sincos rope_axial relbias alibi})
 source scripts/check_inputs.sh
+source scripts/keep_records.sh
 require_seeds SEEDS "${seeds[@]}"
 require_pes SST2_PES 1 "${sst2_pes[@]}"
 require_pes LENGTH_PES 1 "${length_pes[@]}"
@@ -48,6 +49,7 @@ if [ ${#length_pes[@]} -gt 0 ]; then
     task_runs=($(train_seeds "$task" "configs/$task.yaml" "${length_pes[@]}"))
     logged "$runs/length_$task.log" "$PYTHON" eval.py "${task_runs[@]}" --lengths 16,32,64,128 \
       --pe-resize interpolate,extrapolate --out "$runs/length_$task"
+    keep_sweep "$runs/length_$task"
     reports+=("$runs/length_$task/length.md")
   done
 fi

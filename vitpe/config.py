@@ -470,8 +470,8 @@ def validate(config: Config, for_training: bool = True) -> None:
     if config.task == "text":
         return
     patch = config.model.patch_size
-    if m.stem == "conv" and conv_stem_problem(patch, m.dim):
-        raise ConfigError(f"model.stem=conv {conv_stem_problem(patch, m.dim)} (model.patch_size, model.dim)")
+    if m.stem == "conv" and (problem := conv_stem_problem(patch, m.dim)):
+        raise ConfigError(f"model.stem=conv {problem} (model.patch_size, model.dim)")
     sizes = [("train.img_sizes", s) for s in t.img_sizes] + [("model.img_size", config.model.img_size)] * bool(
         config.model.img_size)  # model.img_size 0 means "derived"
     for key, size in sizes:

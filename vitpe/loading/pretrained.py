@@ -28,8 +28,7 @@ from vitpe.loading.convert import Converted, convert
 PREFIX = "timm:"
 #: ModelConfig keys that a converted model determines (ViT keyword of the same name).
 ARCHITECTURE_KEYS = ("dim", "depth", "heads", "mlp_ratio", "patch_size", "pool", "class_token", "reg_tokens",
-                     "layer_scale_init", "fc_norm", "norm_eps", "qkv_bias", "mlp", "mlp_norm",
-                     "stem")
+                     "layer_scale_init", "fc_norm", "norm_eps", "qkv_bias", "mlp", "mlp_norm", "stem")
 PE_KEYS = ("pe", "pe_options", "pe_resize")
 
 

@@ -91,7 +91,6 @@ class ViT(PETrunk):
         self.patch_size = patch_size
         self.grid = self.patch_grid(self.img_size)
         self.in_chans = in_chans
-        self.stem = stem
         self.patch_embed = build_stem(stem, self.img_size, patch_size, in_chans, dim)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if class_token else None
         self.build_trunk(grid=self.grid, num_classes=num_classes, dim=dim, depth=depth, heads=heads,
