@@ -6,7 +6,11 @@
 #
 #   VITPE_DATA=/path/to/data [PYTHON=python] [JOBS=2] [SEEDS="0 1 2"] [PES="learnable sincos rope_mixed cpb"] \
 #     [CONFIG=configs/cifar10.yaml] [EXTRA="key=value ..."] [TIMM_EPOCHS=10] [TIMM_ARGS="--train-limit N ..."] \
-#     [RECORDS=results/recipe/grid] scripts/recipe_vs_timm.sh [RUNS_DIR]
+#     [LOOP_SEEDS="0 1 2"] [RECORDS=results/recipe/grid] scripts/recipe_vs_timm.sh [RUNS_DIR]
+#
+# LOOP_SEEDS (default: SEEDS) are the seeds the loop runs for: a time anchor needs one loop run on the machine, so
+# an ablation of the recipe can run LOOP_SEEDS=0 (or none, LOOP_SEEDS="", where the loop already ran on this machine:
+# RESULTS.md's tables divide each run's time by the loop's on the same machine).
 #
 # Finished runs are skipped and interrupted ones resumed (a baseline from its last finished epoch). JOBS=1 runs one
 # training at a time, for a lane beside another one-thread training (each run still shares the machine with one
@@ -18,6 +22,7 @@ runs=${1:-runs/recipe_vs_timm}
 export RUNS=$runs  # RECORDS=DIR keeps every finished run's records (scripts/keep_records.sh)
 config=${CONFIG:-configs/cifar10.yaml}
 seeds=(${SEEDS:-0 1 2})
+loop_seeds=(${LOOP_SEEDS-${seeds[*]}})
 pes=(${PES:-learnable sincos rope_mixed cpb})
 extra=${EXTRA:-}
 export TIMM_EPOCHS=${TIMM_EPOCHS:-10} TIMM_ARGS=${TIMM_ARGS:-}
@@ -27,6 +32,10 @@ source scripts/check_inputs.sh
 source scripts/keep_records.sh
 require_jobs JOBS "$jobs"
 require_seeds SEEDS "${seeds[@]}"
+require_seeds LOOP_SEEDS "${loop_seeds[@]}"
+for seed in "${loop_seeds[@]}"; do
+  [[ " ${seeds[*]} " == *" $seed "* ]] || { echo "LOOP_SEEDS: $seed is not one of SEEDS (${seeds[*]})" >&2; exit 2; }
+done
 require_pes PES 2 "${pes[@]}"
 mkdir -p "$runs"
 
@@ -47,7 +56,7 @@ run_one() {  # run_one timm OUT SEED | run_one vitpe OUT CONFIG key=value ...: o
 export -f run_one kept_path keep_records
 
 for seed in "${seeds[@]}"; do  # a baseline and a recipe run start together, then the other PEs
-  echo "timm $runs/timm_s$seed $seed"
+  [[ " ${loop_seeds[*]} " == *" $seed "* ]] && echo "timm $runs/timm_s$seed $seed"
   for pe in "${pes[@]}"; do echo "vitpe $runs/${pe}_s$seed $config model.pe=$pe train.seed=$seed $extra"; done
 done | sed 's/[[:space:]]*$//' | xargs -r -P "$jobs" -L 1 bash -c 'run_one "$@"' run_one
 "$PYTHON" scripts/summarise.py "$runs"/*_s[0-9]*/ | tee "$runs/accuracy.md"

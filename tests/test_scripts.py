@@ -79,6 +79,7 @@ def test_summarise_names_what_it_cannot_use(tmp_path):
     ("compare.sh", {"PES": "none rope"}, "PES: unknown position encoding 'rope'"),
     ("compare.sh", {"MULTI_PES": "t5bias"}, "MULTI_PES: t5bias does not work on 2D grids"),
     ("recipe_vs_timm.sh", {"PES": "learnable rope_mixd"}, "did you mean 'rope_mixed'"),
+    ("recipe_vs_timm.sh", {"LOOP_SEEDS": "1"}, "LOOP_SEEDS: 1 is not one of SEEDS (0)"),
     ("text_experiments.sh", {"LENGTH_PES": "separable"}, "LENGTH_PES: separable does not work on 1D grids"),
 ])
 def test_a_bad_setting_stops_an_experiment_before_its_first_training(tmp_path, script, setting, says):
@@ -233,6 +234,10 @@ def test_recipe_vs_timm_runs_both_side_by_side_and_tabulates(tmp_path):
                            text=True, timeout=600)
     assert again.returncode == 0 and (runs / "accuracy.md").read_text() == table  # finished runs are kept
     assert "epoch 1/1" in (runs / "learnable_s0.log").read_text()  # and so are their logs (appended to, not emptied)
+    one_loop = subprocess.run(["bash", "scripts/recipe_vs_timm.sh", str(runs)], cwd=ROOT, capture_output=True,
+                              env={**env, "SEEDS": "0 1", "LOOP_SEEDS": "0", "PES": "learnable"}, text=True, timeout=600)
+    assert one_loop.returncode == 0, one_loop.stderr[-2000:]  # seed 1 without a loop run: the loop's seed 0 anchors
+    assert (runs / "learnable_s1" / "metrics.jsonl").is_file() and not (runs / "timm_s1").exists()
     refused = subprocess.run(["bash", "scripts/recipe_vs_timm.sh", str(runs)], cwd=ROOT, env={**env, "JOBS": "two"},
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "JOBS must be a whole number >= 1" in refused.stderr
