@@ -234,8 +234,9 @@ def test_recipe_vs_timm_runs_both_side_by_side_and_tabulates(tmp_path):
                            text=True, timeout=600)
     assert again.returncode == 0 and (runs / "accuracy.md").read_text() == table  # finished runs are kept
     assert "epoch 1/1" in (runs / "learnable_s0.log").read_text()  # and so are their logs (appended to, not emptied)
-    one_loop = subprocess.run(["bash", "scripts/recipe_vs_timm.sh", str(runs)], cwd=ROOT, capture_output=True,
-                              env={**env, "SEEDS": "0 1", "LOOP_SEEDS": "0", "PES": "learnable"}, text=True, timeout=600)
+    one_loop_env = {**env, "SEEDS": "0 1", "LOOP_SEEDS": "0", "PES": "learnable"}
+    one_loop = subprocess.run(["bash", "scripts/recipe_vs_timm.sh", str(runs)], cwd=ROOT, env=one_loop_env,
+                              capture_output=True, text=True, timeout=600)
     assert one_loop.returncode == 0, one_loop.stderr[-2000:]  # seed 1 without a loop run: the loop's seed 0 anchors
     assert (runs / "learnable_s1" / "metrics.jsonl").is_file() and not (runs / "timm_s1").exists()
     refused = subprocess.run(["bash", "scripts/recipe_vs_timm.sh", str(runs)], cwd=ROOT, env={**env, "JOBS": "two"},
