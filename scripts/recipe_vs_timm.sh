@@ -8,9 +8,9 @@
 #     [CONFIG=configs/cifar10.yaml] [EXTRA="key=value ..."] [TIMM_EPOCHS=10] [TIMM_ARGS="--train-limit N ..."] \
 #     [LOOP_SEEDS="0 1 2"] [RECORDS=results/recipe/grid] scripts/recipe_vs_timm.sh [RUNS_DIR]
 #
-# LOOP_SEEDS (default: SEEDS) are the seeds the loop runs for: a time anchor needs one loop run on the machine, so
-# an ablation of the recipe can run LOOP_SEEDS=0 (or none, LOOP_SEEDS="", where the loop already ran on this machine:
-# RESULTS.md's tables divide each run's time by the loop's on the same machine).
+# LOOP_SEEDS (default: SEEDS, each of them one of SEEDS) are the seeds the loop runs for: a time anchor needs one
+# loop run on the machine, so an ablation of the recipe can run LOOP_SEEDS=0 (RESULTS.md's recipe grid divides each
+# run's time by the mean of the loop's runs on the same machine).
 #
 # Finished runs are skipped and interrupted ones resumed (a baseline from its last finished epoch). JOBS=1 runs one
 # training at a time, for a lane beside another one-thread training (each run still shares the machine with one
