@@ -4,7 +4,8 @@ import pytest
 import torch
 import yaml
 
-from vitpe.config import ConfigError, config_from_dict, default_data_root, load_config, to_dict
+from vitpe.config import (ConfigError, config_from_dict, default_data_root, eval_size, load_config, reference_size,
+                          to_dict)
 from vitpe.models.from_config import build_model
 
 
@@ -204,3 +205,15 @@ def test_train_py_says_how_it_scaled_the_schedule(tmp_path, capsys):
                        "data.synthetic_size=64", "model.dim=32", "model.depth=1", "--no-progress"]) == 0
     assert "train.epochs=2: the progressive schedule" in capsys.readouterr().out
     assert load_config(out / "config.yaml").train.img_size_epochs == [1, 1]
+
+
+@pytest.mark.parametrize("train, model_size, tested, reference", [
+    ({"img_sizes": [24]}, 16, 24, 16),  # fine-tuned at 24 px from a 16 px run: tested where it trains
+    ({"img_sizes": [16, 24, 32], "img_size_epochs": [2, 2, 1], "epochs": 5}, 0, 32, 32),  # progressive: the last size
+    ({"img_sizes": [32, 16], "img_size_epochs": [2, 1], "epochs": 3}, 32, 16, 32),  # a schedule that ends smaller
+    ({"img_sizes": [16, 24]}, 0, 32, 32),  # one size drawn per batch: the reference (data.img_size, native)
+    ({"img_sizes": [16, 24]}, 24, 24, 24),
+])
+def test_the_test_split_runs_at_the_last_training_size(train, model_size, tested, reference):
+    config = config_from_dict({"model": {"img_size": model_size}, "train": train}, for_training=False)
+    assert (eval_size(config), reference_size(config)) == (tested, reference)

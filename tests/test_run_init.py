@@ -8,6 +8,7 @@ import torch
 
 import train
 from vitpe.loading.checkpoint import load_checkpoint, model_from_checkpoint
+from vitpe.resolution.sweep import evaluate_run, find_run
 
 SOURCE = ["--config", "configs/smoke.yaml", "data.synthetic_size=128", "train.epochs=1", "--no-progress"]
 TEXT = ["--config", "configs/order.yaml", "data.synthetic_size=256", "train.epochs=1", "model.dim=32", "--no-progress"]
@@ -46,6 +47,11 @@ def test_the_weights_start_where_the_source_ended(source, tmp_path):
     original, _ = model_from_checkpoint(source, use_ema=False)
     for (name, a), (_, b) in zip(tuned.state_dict().items(), original.state_dict().items()):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=0, msg=name)  # a learning rate of 1e-12 moved nothing
+    # The in-training test runs at the size the run trains at (24 px), not at the inherited 16 px reference
+    record = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
+    at_24 = evaluate_run(find_run(out), [(24, 24)], ["interpolate"])[0]
+    assert record["test_img_size"] == 24 and record["test_acc"] == pytest.approx(at_24["accuracy"], abs=1e-9)
+    assert json.loads((source / "metrics.jsonl").read_text().splitlines()[-1])["test_img_size"] == 16
 
 
 def test_a_new_reference_size_resamples_the_table_once(source, tmp_path, capsys):

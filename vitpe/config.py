@@ -328,6 +328,15 @@ def reference_size(config: Config) -> int:
     return config.model.img_size or (sizes[0] if len(sizes) == 1 else config.data.img_size)
 
 
+def eval_size(config: Config) -> int:
+    """The image size the test split is evaluated at during training: the size the model trains at last -- the one
+    training size, or the last of a progressive schedule (``train.img_size_epochs``) -- and the reference size when
+    each batch draws one of several sizes. A run fine-tuned at 24 px from a 16 px run is tested at 24 px, though its
+    reference grid stays 16 px."""
+    sizes = config.train.img_sizes
+    return sizes[-1] if len(sizes) == 1 or config.train.img_size_epochs else reference_size(config)
+
+
 def reference_length(config: Config) -> int:
     """The sequence length a text model and its PE are built for: ``model.max_len`` when set, else ``data.max_len``."""
     return config.model.max_len or config.data.max_len

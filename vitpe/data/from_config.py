@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from vitpe.config import Config, reference_size
+from vitpe.config import Config, eval_size
 from vitpe.data.datasets import ImageSet, load_cifar, load_image_folder, synthetic_images
 from vitpe.data.loader import BatchLoader, ShardedBatches, channel_stats
 from vitpe.data.synthetic_text import synthetic_text, synthetic_vocabulary
@@ -104,7 +104,7 @@ def build_run_data(config: Config, ckpt: dict[str, Any] | None, device: torch.de
         train_set, val_set = train_set.split(d.val_split) if d.val_split else (train_set, None)
         saved = ckpt["normalization"] if ckpt else normalization
         mean, std = (saved["mean"], saved["std"]) if saved else channel_stats(train_set.images)
-        eval_size = [reference_size(config)]
+        test_sizes = [eval_size(config)]  # the last training size (vitpe.config.eval_size)
 
         def make(data, train):
             if train:
@@ -112,7 +112,7 @@ def build_run_data(config: Config, ckpt: dict[str, Any] | None, device: torch.de
                                    size_epochs=t.img_size_epochs, crop_padding=d.crop_padding,
                                    crop_pad_mode=d.crop_pad_mode, hflip=d.hflip, randaugment=d.randaugment,
                                    mean=mean, std=std, **shard)
-            return BatchLoader(data, t.eval_batch_size, train=False, img_sizes=eval_size, mean=mean, std=std, **shard)
+            return BatchLoader(data, t.eval_batch_size, train=False, img_sizes=test_sizes, mean=mean, std=std, **shard)
 
         stats = {}
         extras = {"normalization": {"mean": list(mean), "std": list(std)}}
