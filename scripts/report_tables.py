@@ -134,6 +134,24 @@ class RecipeRow:
     loop: bool
 
 
+def loop_minutes_by_machine(root: Path) -> dict[frozenset[str], float]:
+    """The plain loop's mean wall time (minutes) on each machine it ran on: its finished runs in the grid and in
+    every lever's records (``results/recipe/*/timm_*``, the time anchor of ``LOOP_SEEDS``)."""
+    folders = [*(root / "results/recipe").glob("grid/timm_*"), *(root / "results/recipe").glob("*/timm_*")]
+    minutes: dict[frozenset[str], list[float]] = defaultdict(list)
+    for run in map(read_run, sorted(f for f in set(folders) if f.is_dir())):
+        if run.finished and "baseline" in run.config:
+            minutes[run.machines].append(run.minutes)
+    return {machine: statistics.fmean(values) for machine, values in minutes.items()}
+
+
+def against_loop(runs: list[Run], loop_minutes: dict[frozenset[str], float]) -> str:
+    """The runs' mean wall time against the loop's on each run's own machine; "—" where the loop never ran there,
+    and ¹ when only some of the runs have a loop on their machine."""
+    ratios = [r.minutes / loop_minutes[r.machines] for r in runs if r.machines in loop_minutes]
+    return f"{statistics.fmean(ratios):.2f}{'¹' if len(ratios) < len(runs) else ''}" if ratios else "—"
+
+
 def recipe_grid(root: Path) -> tuple[list[RecipeRow], dict[str, str]]:
     """The recipe grid (configs/cifar10.yaml with every 2D PE, three seeds, and the plain timm loop): loop rows
     first (one per machine it ran on), then the PEs, best first; and the notes under the table (``machines``,
@@ -145,18 +163,17 @@ def recipe_grid(root: Path) -> tuple[list[RecipeRow], dict[str, str]]:
     for run in runs:
         if run.finished:
             (loops[run.machines] if "baseline" in run.config else by_pe[run.config["model"]["pe"]])[run.seed] = run
-    loop_minutes = {m: statistics.fmean(r.minutes for r in seeds.values()) for m, seeds in loops.items()}
+    loop_minutes = loop_minutes_by_machine(root)
     machines = sorted({r.machines for r in runs if r.finished}, key=lambda m: (bool(m), sorted(m)))
     letter = {m: chr(ord("A") + i) for i, m in enumerate(machines)}
     partial = []
 
     def row(label: str, site: str, seeds: dict[int, Run], loop: bool = False) -> RecipeRow:
-        ratios = [r.minutes / loop_minutes[r.machines] for r in seeds.values() if r.machines in loop_minutes]
-        mark = "¹" if ratios and len(ratios) < len(seeds) else ""
-        if mark:
+        ratio = against_loop(list(seeds.values()), loop_minutes)
+        if ratio.endswith("¹"):
             partial.append(label)
         where = " / ".join(letter[seeds[s].machines] if s in seeds else MISSING for s in SEEDS)
-        return RecipeRow(label, site, seeds, where, f"{statistics.fmean(ratios):.2f}{mark}" if ratios else "—", loop)
+        return RecipeRow(label, site, seeds, where, ratio, loop)
 
     rows = [row("plain timm loop (10 epochs at 32 px)", "tokens", loops[m], loop=True) for m in machines if m in loops]
     rows += [row(f"`{pe}`", site_of(pe), by_pe[pe])
@@ -209,13 +226,15 @@ def recipe_ablation(root: Path) -> str:
         ("+ `rope_mixed`", "the PE", "17", [base / f"grid/rope_mixed_s{s}" for s in SEEDS]),
         ("`cpb` instead (configs/cifar10.yaml)", "the PE", "17", [base / f"grid/cpb_s{s}" for s in SEEDS]),
     ]
+    loop_minutes = loop_minutes_by_machine(root)
     rows = []
     for label, change, epochs, folders in rows_spec:
         runs = [read_run(f) for f in folders]
         rows.append([label, change, epochs, " / ".join(f"{r.accuracy:.2f}" for r in runs),
-                     mean_std([r.accuracy for r in runs]), " / ".join(f"{r.minutes:.1f}" for r in runs)])
+                     mean_std([r.accuracy for r in runs]), " / ".join(f"{r.minutes:.1f}" for r in runs),
+                     against_loop(runs, loop_minutes)])
     return markdown(["row", "what changed", "epochs", "test acc. (%), seeds 0 / 1 / 2", "mean ± std",
-                     "wall (min), seeds 0 / 1 / 2"], rows)
+                     "wall (min), seeds 0 / 1 / 2", "wall / the loop's"], rows)
 
 
 def recipe_diagnostic(root: Path) -> str:

@@ -91,3 +91,20 @@ def test_recipe_wall_times_are_divided_only_by_the_loop_on_the_same_machine(tmp_
     short = recipe_pes_short(tmp_path)
     assert short.count("plain timm loop") == 1 and "| `cpb` | 78.5 ± 0.7 | 2 | 0.65 |" in short
     assert "— ran on a machine where the loop did not run" in short
+
+
+def test_a_levers_loop_run_anchors_wall_times_on_its_machine(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from report_tables import against_loop, loop_minutes_by_machine, read_run
+
+    recipe = tmp_path / "results/recipe"
+    _recipe_run(recipe / "grid", "timm_s0", None, 50, 0.70, "A")
+    _recipe_run(recipe / "convstem", "timm_s0", None, 30, 0.70, "B")  # LOOP_SEEDS=0: the lever's time anchor
+    _recipe_run(recipe / "convstem", "cpb_s0", "cpb", 24, 0.80, "B")
+    _recipe_run(recipe / "convstem", "cpb_s1", "cpb", 40, 0.80, "A")
+    _recipe_run(recipe / "convstem", "cpb_s2", "cpb", 9, 0.80, "C")  # no loop on C
+    loops = loop_minutes_by_machine(tmp_path)
+    assert loops == {frozenset({"A"}): 50, frozenset({"B"}): 30}
+    runs = [read_run(recipe / "convstem" / f"cpb_s{s}") for s in range(3)]
+    assert against_loop(runs[:2], loops) == "0.80" and against_loop(runs, loops) == "0.80¹"
+    assert against_loop(runs[2:], loops) == "—"
