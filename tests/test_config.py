@@ -66,6 +66,10 @@ def test_value_checks():
     ("data.mixup=-1", "data.mixup/cutmix"),
     ("data.synthetic_size=0", "data.synthetic_size"),
     ("data.vocab_min_freq=0", "data.vocab_min_freq/vocab_max_size"),
+    ("data.crop_scale=[0.5]", "data.crop_scale"),
+    ("data.crop_scale=[0.6,0.5]", "data.crop_scale"),
+    ("data.crop_scale=[0,1]", "data.crop_scale"),
+    ("data.crop_scale=[0.25,1]", "data.crop_padding"),  # the padded crop is still on (4 px by default)
 ])
 def test_values_out_of_range_are_named_before_the_run(override, key):
     with pytest.raises(ConfigError, match=f"^{key} must be "):

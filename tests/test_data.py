@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from vitpe.data import BatchLoader, DataError, ImageSet, load_cifar, synthetic_images
-from vitpe.data.loader import random_crop
+from vitpe.data.loader import random_crop, random_resized_crops, resize_batch
 from vitpe.data.safe_pickle import load_array_pickle
 
 DATA = Path(os.environ.get("VITPE_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))
@@ -80,6 +80,33 @@ def test_random_crop_keeps_content_and_shifts():
         padded = torch.nn.functional.pad(images[b:b + 1].float(), (2, 2, 2, 2), mode="reflect")[0, 0].to(torch.uint8)
         windows = [padded[i:i + 4, j:j + 4] for i in range(5) for j in range(5)]
         assert any(torch.equal(mirrored[b, 0], w) for w in windows)
+
+
+def test_random_resized_crops_are_windows_of_the_asked_area_resampled():
+    images = torch.randn(6, 1, 8, 8)
+    out = random_resized_crops(images, (4, 4), (0.25, 0.5), seed=1)
+    assert out.shape == (6, 1, 4, 4) and torch.equal(out, random_resized_crops(images, (4, 4), (0.25, 0.5), seed=1))
+    resample = lambda w: torch.nn.functional.interpolate(  # noqa: E731  (bicubic, anti-aliased: resize_batch's filter)
+        w[None], size=(4, 4), mode="bicubic", align_corners=False, antialias=True)[0]
+    # An independent search over every window whose area and aspect ratio are in range (up to rounding to whole
+    # pixels): one of them, resampled, gives the crop
+    areas = [(h, w) for h in range(1, 9) for w in range(1, 9) if 0.2 <= h * w / 64 <= 0.6 and 0.6 <= w / h <= 1.7]
+    for image, crop in zip(images, out):
+        assert any(torch.allclose(resample(image[:, i:i + h, j:j + w]), crop, atol=1e-6)
+                   for h, w in areas for i in range(9 - h) for j in range(9 - w))
+    whole = random_resized_crops(images, (4, 4), (1.0, 1.0), seed=1)  # the whole image: just resampled
+    torch.testing.assert_close(whole, resize_batch(images, (4, 4)), atol=1e-6, rtol=0)
+
+
+def test_a_loader_with_random_resized_crops_trains_at_its_size_and_resumes_exactly():
+    data = synthetic_images(64, 32, seed=0)
+    make = lambda: BatchLoader(data, 16, train=True, mean=[0.5] * 3, std=[0.25] * 3, img_sizes=[16],  # noqa: E731
+                               crop_padding=0, crop_scale=[0.25, 1.0])
+    full = list(make().epoch(1))
+    assert {tuple(x.shape[-2:]) for x, _ in full} == {(16, 16)}
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(full[2:], make().epoch(1, start_step=2)))
+    padded = BatchLoader(data, 16, train=True, mean=[0.5] * 3, std=[0.25] * 3, img_sizes=[16], crop_padding=0)
+    assert not torch.equal(full[0][0], next(iter(padded.epoch(1)))[0])  # the crops changed the batch
 
 
 def test_loader_is_deterministic_resumable_and_sharded():

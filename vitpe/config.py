@@ -75,6 +75,9 @@ class DataConfig:
     crop_padding: int = 4
     crop_pad_mode: str = "zero"  # what the crop's padding holds: zero (black) or reflect (mirrored image content)
     hflip: bool = True
+    crop_scale: list[float] = field(default_factory=list)  # a random-resized crop instead of the padded one: the range
+    # of the crop's area (fraction of the image, aspect ratio 3/4-4/3) resampled to the training size, e.g. [0.25, 1];
+    # needs crop_padding 0. Objects then look larger in training than in a whole image: FixRes's train-test discrepancy
     randaugment: str = ""  # e.g. "rand-m9-n2" (torchvision RandAugment with num_ops=n, magnitude=m); "" = off
     mixup: float = 0.0
     cutmix: float = 0.0
@@ -466,12 +469,19 @@ def validate(config: Config, for_training: bool = True) -> None:
             (m.stem == "patch", "model.stem", "patch for text (the default; stems are for images)"),
             (d.max_len >= 1, "data.max_len", ">= 1"),
             (0 <= d.min_len <= d.max_len, "data.min_len", f"between 0 and data.max_len ({d.max_len})"),
-            (not (d.mixup or d.cutmix or d.randaugment), "data.mixup/cutmix/randaugment", "off for text"),
+            (not (d.mixup or d.cutmix or d.randaugment or d.crop_scale), "data.mixup/cutmix/randaugment/crop_scale",
+             "off for text"),
             (d.synthetic_vocab >= 8, "data.synthetic_vocab", ">= 8"),
             (0 <= d.word_dropout < 1, "data.word_dropout", "in [0, 1)"),
         ]
     else:
-        checks.append((d.word_dropout == 0, "data.word_dropout", "0 for images (it is a text option)"))
+        checks += [
+            (d.word_dropout == 0, "data.word_dropout", "0 for images (it is a text option)"),
+            (not d.crop_scale or (len(d.crop_scale) == 2 and 0 < d.crop_scale[0] <= d.crop_scale[1] <= 1),
+             "data.crop_scale", "empty (off) or [min, max] with 0 < min <= max <= 1 (fractions of the image's area)"),
+            (not (d.crop_scale and d.crop_padding), "data.crop_padding",
+             "0 with data.crop_scale (the random-resized crop replaces the padded one)"),
+        ]
     for ok, key, what in checks:
         if not ok:
             raise ConfigError(f"{key} must be {what}")

@@ -111,6 +111,7 @@ def build_run_data(config: Config, ckpt: dict[str, Any] | None, device: torch.de
                 return BatchLoader(data, t.batch_size, train=True, seed=t.seed, img_sizes=t.img_sizes,
                                    size_epochs=t.img_size_epochs, crop_padding=d.crop_padding,
                                    crop_pad_mode=d.crop_pad_mode, hflip=d.hflip, randaugment=d.randaugment,
+                                   crop_scale=d.crop_scale,
                                    mean=mean, std=std, **shard)
             return BatchLoader(data, t.eval_batch_size, train=False, img_sizes=test_sizes, mean=mean, std=std, **shard)
 

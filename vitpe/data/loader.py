@@ -51,6 +51,19 @@ def random_hflip(images: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     return torch.where(flip[:, None, None, None], images.flip(-1), images)
 
 
+def random_resized_crops(images: torch.Tensor, size: tuple[int, int], scale: tuple[float, float],
+                         seed: int) -> torch.Tensor:
+    """A random-resized crop of each image (torchvision's RandomResizedCrop: area a fraction in ``scale`` of the
+    image's, aspect ratio in [3/4, 4/3]) resampled to ``size`` (anti-aliased bicubic, as :func:`resize_batch`); the
+    draws seeded by ``seed``. Float (B, C, H, W) -> (B, C, *size)."""
+    from torchvision.transforms import v2
+
+    crop = v2.RandomResizedCrop(size, scale=tuple(scale), interpolation=v2.InterpolationMode.BICUBIC, antialias=True)
+    with torch.random.fork_rng(devices=[]):  # torchvision draws from the global generator
+        torch.manual_seed(seed)
+        return torch.stack([crop(image) for image in images])  # (B, C, *size)
+
+
 def resize_batch(images: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     """Float images (B, C, H, W) to ``size`` with anti-aliased bicubic interpolation (identity at the same size)."""
     if tuple(images.shape[-2:]) == tuple(size):
@@ -112,7 +125,7 @@ class BatchLoader(ShardedBatches):
     def __init__(self, data: ImageSet, batch_size: int, *, train: bool, mean: list[float], std: list[float],
                  seed: int = 0, img_sizes: tuple | list = (32,), size_epochs: tuple | list = (),
                  crop_padding: int = 4, crop_pad_mode: str = "zero", hflip: bool = True, randaugment: str = "",
-                 rank: int = 0, world: int = 1,
+                 crop_scale: tuple | list = (), rank: int = 0, world: int = 1,
                  device: torch.device | str = "cpu") -> None:
         super().__init__(data, batch_size, train=train, seed=seed, rank=rank, world=world, device=device)
         self.mean = torch.tensor(mean, device=self.device).view(1, -1, 1, 1)  # (1, C, 1, 1)
@@ -122,6 +135,7 @@ class BatchLoader(ShardedBatches):
             raise ValueError(f"size_epochs {list(size_epochs)} needs one epoch count per image size {self.img_sizes}")
         self.phase_ends = list(itertools.accumulate(size_epochs))  # the epoch at which each size's phase ends
         self.crop_padding, self.crop_pad_mode, self.hflip = crop_padding, crop_pad_mode, hflip
+        self.crop_scale = tuple(crop_scale)  # empty: the padded crop; else a random-resized crop of this area range
         self.randaugment = _build_randaugment(randaugment) if train and randaugment else None
 
     def batch(self, idx: torch.Tensor, epoch: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -139,6 +153,9 @@ class BatchLoader(ShardedBatches):
             size = self.size_of_epoch(epoch) if self.phase_ends else \
                 self.img_sizes[int(torch.randint(len(self.img_sizes), (1,), generator=g))]
         x = (images.to(self.device, non_blocking=True).float() / 255 - self.mean) / self.std
+        if self.train and self.crop_scale:  # the crop and the resampling to the training size in one
+            seed = step_seed(self.seed, epoch, step, salt=20_000 + self.rank)
+            x = random_resized_crops(x, size, self.crop_scale, seed)
         return resize_batch(x, size), labels.to(self.device, non_blocking=True)
 
     def size_of_epoch(self, epoch: int) -> tuple[int, int]:
