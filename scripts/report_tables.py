@@ -212,6 +212,50 @@ def recipe_pes_short(root: Path) -> str:
         f"\n{note}\n" for note in shown)
 
 
+#: s-chh/2D-PE-ViT's CIFAR-10 table (d 128, depth 6, 4 heads, 200 epochs, one seed; ../shared/DESIGN.md §3), by the
+#: vitpe PE closest to each of its rows ("relative": a learned relative-position bias, as Swin's table; "RoPE": 2D
+#: axial rotary).
+S_CHH_200_EPOCHS = {"none": 79.6, "sincos": 86.1, "learnable": 86.5, "rope_axial": 88.5, "relbias": 90.6}
+
+
+def _ranks(means: dict[str, float]) -> dict[str, int]:
+    return {pe: rank for rank, pe in enumerate(sorted(means, key=lambda p: -means[p]), start=1)}
+
+
+def pe_order(root: Path) -> str:
+    """The PEs ranked at three budgets: the 3-epoch grid (how fast each learns), the recipe's 17 epochs, and
+    s-chh's 200 epochs (its five PEs ranked among themselves); sorted by the recipe's order."""
+    rows, _ = recipe_grid(root)
+    recipe = {r.label.strip("`"): [run.accuracy for run in r.seeds.values()] for r in rows if not r.loop}
+    short: dict[str, list[float]] = defaultdict(list)
+    for r in compare_records(root, multires=False):
+        if r["resolution"] == 32 and r["pe_resize"] == "interpolate":
+            short[r["pe"]].append(100 * r["accuracy"])
+    rank_17 = _ranks({pe: statistics.fmean(v) for pe, v in recipe.items()})
+    rank_3 = _ranks({pe: statistics.fmean(v) for pe, v in short.items()})
+    rank_200 = _ranks(S_CHH_200_EPOCHS)
+    table = [[f"`{pe}`", f"{rank_17[pe]}: {mean_std(recipe[pe])} ({len(recipe[pe])})",
+              f"{rank_3[pe]}: {mean_std(short[pe])}" if pe in short else MISSING,
+              f"{rank_200[pe]} of {len(rank_200)}: {S_CHH_200_EPOCHS[pe]}" if pe in S_CHH_200_EPOCHS else ""]
+             for pe in sorted(recipe, key=rank_17.get)]
+    means_17 = {pe: statistics.fmean(v) for pe, v in recipe.items()}
+    agreement = (f"Rank correlation (Spearman) of the recipe's order with the 3-epoch grid's: "
+                 f"{spearman(means_17, {pe: statistics.fmean(v) for pe, v in short.items()}):.2f}; with s-chh's, "
+                 f"over its five PEs: {spearman(means_17, S_CHH_200_EPOCHS):.2f}.")
+    waiting = missing_pes(recipe, "finished")
+    return markdown(["`model.pe`", "17 epochs, the recipe: rank: acc. (%) (seeds)", "3 epochs: rank: acc. (%)",
+                     "s-chh, 200 epochs: rank: acc. (%)"], table) + f"\n{agreement}\n" + (
+        f"\n{waiting}.\n" if waiting else "")
+
+
+def spearman(a: dict[str, float], b: dict[str, float]) -> float:
+    """Spearman's rank correlation of two scorings over the keys they share (no ties expected: mean accuracies)."""
+    shared = [k for k in a if k in b]
+    rank_a, rank_b = _ranks({k: a[k] for k in shared}), _ranks({k: b[k] for k in shared})
+    n = len(shared)
+    return 1 - 6 * sum((rank_a[k] - rank_b[k]) ** 2 for k in shared) / (n * (n * n - 1))
+
+
 def recipe_ablation(root: Path) -> str:
     """The recipe's levers, one per row, three seeds each."""
     base = root / "results/recipe"
@@ -470,6 +514,7 @@ TABLES: dict[str, Callable[[Path], str]] = {
     "recipe-pes": recipe_pes,
     "recipe-pes-short": recipe_pes_short,
     "recipe-ablation": recipe_ablation,
+    "pe-order": pe_order,
     "recipe-diagnostic": recipe_diagnostic,
     "recipe-gpu": recipe_gpu,
     "recipe-resolution": recipe_resolution,

@@ -108,3 +108,12 @@ def test_a_levers_loop_run_anchors_wall_times_on_its_machine(tmp_path):
     runs = [read_run(recipe / "convstem" / f"cpb_s{s}") for s in range(3)]
     assert against_loop(runs[:2], loops) == "0.80" and against_loop(runs, loops) == "0.80¹"
     assert against_loop(runs[2:], loops) == "—"
+
+
+def test_spearman_ranks_orders_over_the_shared_keys():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from report_tables import spearman
+
+    a = {"p": 4.0, "q": 3.0, "r": 2.0, "s": 1.0}
+    assert spearman(a, dict(a)) == 1 and spearman(a, {k: -v for k, v in a.items()}) == -1
+    assert spearman(a, {"p": 1.0, "q": 3.0, "r": 2.0, "s": 0.0, "extra": 9.0}) == 1 - 6 * 2 / 20  # q, p swapped
