@@ -16,7 +16,8 @@
 #     [RECORDS=results/transfer] scripts/transfer.sh [RUNS_DIR]
 #
 # AUGS: name=key=value,key=value entries, each a setting of the PE options shift, jitter and rescale (DINOv3's
-# released configs: rescale=2). EXTRA overrides are added to every training (no spaces inside a value).
+# released configs: rescale=2), or of crop_scale=MIN:MAX, the random-resized crop of the images (data.crop_scale,
+# FixRes's remedy; any PE, learnable included). EXTRA overrides are added to every training (no spaces inside a value).
 set -euo pipefail
 export PYTHON=${PYTHON:-python}  # the interpreter to run (tests pass their own)
 cd "$(dirname "$0")/.."
@@ -40,8 +41,9 @@ require_seeds SEEDS "${seeds[@]}"
 require_pes PES 2 "${pes[@]}"
 require_pes AUG_PES 2 "${aug_pes[@]}"
 for aug in "${augs[@]}"; do
-  [[ $aug =~ ^[a-z0-9_]+=((shift|jitter|rescale)=[0-9.]+,?)+$ ]] || {
-    echo "AUGS: '$aug' is not name=option=value[,option=value] with options shift, jitter, rescale" >&2; exit 2; }
+  [[ $aug =~ ^[a-z0-9_]+=(((shift|jitter|rescale)=[0-9.]+|crop_scale=[0-9.]+:[0-9.]+),?)+$ ]] || {
+    echo "AUGS: '$aug' is not name=option=value[,option=value] with options shift, jitter, rescale" \
+         "(PE options) or crop_scale=MIN:MAX (the images' random-resized crop)" >&2; exit 2; }
 done
 cores=$(nproc)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( cores / jobs > 0 ? cores / jobs : 1 ))}
@@ -60,7 +62,9 @@ for seed in "${seeds[@]}"; do for pe in "${aug_pes[@]}"; do for aug in "${augs[@
 done; done; done
 if [[ $stages == *" augment "* ]]; then
   for seed in "${seeds[@]}"; do for pe in "${aug_pes[@]}"; do for aug in "${augs[@]}"; do
-    options=$(tr ',' '\n' <<< "${aug#*=}" | sed 's/^/model.pe_options./' | tr '\n' ' ')
+    options=$(tr ',' '\n' <<< "${aug#*=}" |
+      sed -E 's/^crop_scale=(.*):(.*)$/data.crop_scale=[\1,\2] data.crop_padding=0/; /^data\./!s/^/model.pe_options./' |
+      tr '\n' ' ')
     echo "$runs/augmented/${pe}_${aug%%=*}_s$seed $config model.pe=$pe train.seed=$seed $options $extra"
   done; done; done | train_all
 fi

@@ -288,8 +288,9 @@ def test_gpu_check_fits_the_recipe_to_its_time_and_summarises(tmp_path):
 
 def test_transfer_script_trains_augments_fine_tunes_and_evaluates_in_every_mode(tmp_path):
     env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "CONFIG": "configs/smoke.yaml",
-           "PES": "rope_axial", "AUG_PES": "rope_axial", "AUGS": "r2=rescale=2,jitter=1.5", "SEEDS": "0",
-           "FINETUNE_SIZES": "24", "RESOLUTIONS": "16,24", "EVAL_LIMIT": "64", "JOBS": "2", "OMP_NUM_THREADS": "1",
+           "PES": "rope_axial", "AUG_PES": "rope_axial", "AUGS": "r2=rescale=2,jitter=1.5 z=crop_scale=0.25:1",
+           "SEEDS": "0", "FINETUNE_SIZES": "24", "RESOLUTIONS": "16,24", "EVAL_LIMIT": "64", "JOBS": "2",
+           "OMP_NUM_THREADS": "1",
            "EXTRA": "data.dataset=synthetic data.synthetic_size=128 data.img_size=16 train.epochs=1",
            "RECORDS": str(tmp_path / "kept")}
     runs = tmp_path / "transfer"
@@ -297,14 +298,17 @@ def test_transfer_script_trains_augments_fine_tunes_and_evaluates_in_every_mode(
     assert done.returncode == 0, done.stderr[-2000:]
     augmented = yaml.safe_load((runs / "augmented" / "rope_axial_r2_s0" / "config.yaml").read_text())
     assert augmented["model"]["pe_options"] == {"rescale": 2.0, "jitter": 1.5}
+    zoomed = yaml.safe_load((runs / "augmented" / "rope_axial_z_s0" / "config.yaml").read_text())
+    assert (zoomed["data"]["crop_scale"], zoomed["data"]["crop_padding"], zoomed["model"]["pe_options"]) == \
+        ([0.25, 1.0], 0, {})
     for mode in ("interpolate", "extrapolate"):
         tuned = runs / "finetuned" / f"rope_axial_s0_24_{mode}"
         config = yaml.safe_load((tuned / "config.yaml").read_text())
         assert config["train"]["img_sizes"] == [24] and config["model"]["pe_resize"] == mode
         assert json.loads((tuned / "init.json").read_text())["run"] == str(runs / "trained" / "rope_axial_s0")
     records = json.loads((runs / "resolution" / "resolution.json").read_text())
-    assert {r["run"] for r in records} == {"rope_axial_s0", "rope_axial_r2_s0", "rope_axial_s0_24_interpolate",
-                                           "rope_axial_s0_24_extrapolate"}
+    assert {r["run"] for r in records} == {"rope_axial_s0", "rope_axial_r2_s0", "rope_axial_z_s0",
+                                           "rope_axial_s0_24_interpolate", "rope_axial_s0_24_extrapolate"}
     assert {r["pe_resize"] for r in records} == {"interpolate", "extrapolate", "ntk", "yarn"}
     # RECORDS: every run's records and the sweep, kept without checkpoints, enough to rebuild the sweep's tables
     kept = tmp_path / "kept"
