@@ -99,6 +99,12 @@ def mean_std(values: list[float], digits: int = 1) -> str:
     return text + (f" ± {statistics.stdev(values):.{digits}f}" if len(values) > 1 else "")
 
 
+def signed_mean_std(values: list[float], digits: int = 1) -> str:
+    """A change: mean with its sign (a minus sign, not a hyphen), ± std over more than one value."""
+    text = f"{statistics.fmean(values):+.{digits}f}".replace("-", "−")
+    return text + (f" ± {statistics.stdev(values):.{digits}f}" if len(values) > 1 else "")
+
+
 def per_seed(values: dict[int, float], seeds: Iterable[int], digits: int = 2) -> str:
     return " / ".join(f"{values[s]:.{digits}f}" if s in values else MISSING for s in seeds)
 
@@ -384,6 +390,55 @@ def detail_gains(root: Path) -> str:
 
 
 
+# ------------------------------------------------------------------------------ resolution transfer: the remedies
+TRANSFER_MODES = ("interpolate", "extrapolate", "ntk", "yarn")
+#: What follows ``<pe>_`` in a transfer run's name: ``s0`` (as trained), ``<aug>_s0`` (trained with an augmentation
+#: setting), ``s0_<px>_<mode>`` (fine-tuned one epoch at px with positions resized by mode); scripts/transfer.sh.
+TRANSFER_RUN = re.compile(r"^(?:(?P<aug>[a-z0-9_]+?)_)?s(?P<seed>\d+)(?:_(?P<px>\d+)_(?P<mode>[a-z]+))?$")
+
+
+def transfer_remedy(run: str, pe: str) -> tuple[str, str, int]:
+    """(stage folder, remedy label, seed) of a transfer run, from its name."""
+    parts = TRANSFER_RUN.match(run[len(pe) + 1:])
+    if parts is None:
+        raise ValueError(f"{run}: not a scripts/transfer.sh run name (<pe>_s<seed>, <pe>_<aug>_s<seed>, "
+                         f"<pe>_s<seed>_<px>_<mode>)")
+    seed = int(parts["seed"])
+    if parts["px"]:
+        return "finetuned", f"fine-tuned at {parts['px']} px, {parts['mode']}d", seed
+    if parts["aug"]:
+        return "augmented", f"trained with `{parts['aug']}`", seed
+    return "trained", "as trained", seed
+
+
+def transfer_remedies(root: Path) -> str:
+    """Each PE and remedy of the transfer experiment: accuracy at 16 px (the training size), and at 32 px in each
+    test mode with its change from 16 px (each run against itself, mean ± std over seeds), and the training's cost."""
+    base = root / "results/transfer"
+    accuracy: dict[tuple[str, str], dict[tuple[str, int], dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    minutes: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for r in sweep(base / "resolution/resolution.json"):
+        stage, remedy, seed = transfer_remedy(r["run"], r["pe"])
+        if r["accuracy"] is not None:
+            accuracy[(r["pe"], remedy)][(r["pe_resize"], r["resolution"])][seed] = 100 * r["accuracy"]
+        if r["resolution"] == 16 and r["pe_resize"] == "interpolate":
+            minutes[(r["pe"], remedy)].append(read_run(base / stage / r["run"]).minutes)
+    order = ["as trained", *sorted({k[1] for k in accuracy} - {"as trained"}, key=lambda x: (x[0] == "f", x))]
+    rows = []
+    for pe, remedy in sorted(accuracy, key=lambda k: (k[0], order.index(k[1]))):
+        cells = accuracy[(pe, remedy)]
+        at_16 = cells[("interpolate", 16)]
+        row = [f"`{pe}`", remedy, str(len(at_16)), mean_std(list(at_16.values()))]
+        for mode in TRANSFER_MODES:
+            at_32 = cells.get((mode, 32), {})
+            gains = [at_32[s] - at_16[s] for s in at_32 if s in at_16]
+            row.append(f"{statistics.fmean(at_32.values()):.1f} ({signed_mean_std(gains)})" if gains else "n/a")
+        row.append(f"{statistics.fmean(minutes[(pe, remedy)]):.1f}")
+        rows.append(row)
+    return markdown(["PE", "remedy", "seeds", "16 px (%)", *(f"32 px, {m} (− 16 px)" for m in TRANSFER_MODES),
+                     "training (min)"], rows)
+
+
 # -------------------------------------------------------------------------------------- the first CPU recipe
 CPU_RECIPE_PES = ("learnable", "rope_mixed", "sincos", "rope_axial", "relbias", "cpb")
 
@@ -524,6 +579,7 @@ TABLES: dict[str, Callable[[Path], str]] = {
     "relbias-scale16": relbias_scale16,
     "bias-stats": bias_stats,
     "detail-gains": detail_gains,
+    "transfer-remedies": transfer_remedies,
     "cpu-recipe-accuracy": cpu_recipe_accuracy,
     "cpu-recipe-resolution": cpu_recipe_resolution,
     "text-order": text_length("order"),

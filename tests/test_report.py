@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 REPORT = [sys.executable, str(ROOT / "scripts/report.py")]
 
@@ -117,3 +119,16 @@ def test_spearman_ranks_orders_over_the_shared_keys():
     a = {"p": 4.0, "q": 3.0, "r": 2.0, "s": 1.0}
     assert spearman(a, dict(a)) == 1 and spearman(a, {k: -v for k, v in a.items()}) == -1
     assert spearman(a, {"p": 1.0, "q": 3.0, "r": 2.0, "s": 0.0, "extra": 9.0}) == 1 - 6 * 2 / 20  # q, p swapped
+
+
+def test_transfer_run_names_give_their_remedy_and_seed():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from report_tables import transfer_remedy
+
+    assert transfer_remedy("rope_mixed_s2", "rope_mixed") == ("trained", "as trained", 2)
+    assert transfer_remedy("rope_dinov3_shift_jitter_s1", "rope_dinov3") == \
+        ("augmented", "trained with `shift_jitter`", 1)
+    assert transfer_remedy("sincos_s0_32_extrapolate", "sincos") == \
+        ("finetuned", "fine-tuned at 32 px, extrapolated", 0)
+    with pytest.raises(ValueError, match="not a scripts/transfer.sh run name"):
+        transfer_remedy("sincos_final", "sincos")
