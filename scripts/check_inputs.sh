@@ -1,12 +1,13 @@
 # Checks of the experiment scripts' settings, sourced by them: a bad JOBS, SEEDS or PE name stops the script before
 # its first training, in one line naming the setting, instead of an hour later in one run's log (or never: xargs
 # reads JOBS=0 as "all at once").
-#   require_jobs NAME VALUE          a whole number >= 1
+#   require_jobs NAME VALUE [WHAT]   a whole number >= 1 (of WHAT: trainings at a time unless given)
 #   require_seeds NAME SEED ...      whole numbers
 #   require_pes NAME DIMS PE ...     registered PEs that work on DIMS-D grids (2: images, 1: sequences)
 
 require_jobs() {
-  [[ $2 =~ ^[1-9][0-9]*$ ]] || { echo "$1 must be a whole number >= 1 (trainings at a time), not '$2'" >&2; exit 2; }
+  [[ $2 =~ ^[1-9][0-9]*$ ]] || {
+    echo "$1 must be a whole number >= 1 (${3:-trainings at a time}), not '$2'" >&2; exit 2; }
 }
 
 require_seeds() {

@@ -6,7 +6,7 @@
 #
 #   VITPE_DATA=/path/to/data [PYTHON=python] [JOBS=2] [SEEDS="0 1 2"] [PES="learnable sincos rope_mixed cpb"] \
 #     [CONFIG=configs/cifar10.yaml] [EXTRA="key=value ..."] [TIMM_EPOCHS=10] [TIMM_ARGS="--train-limit N ..."] \
-#     [LOOP_SEEDS="0 1 2"] [RECORDS=results/recipe/grid] scripts/recipe_vs_timm.sh [RUNS_DIR]
+#     [LOOP_SEEDS="0 1 2"] [THREADS=1] [RECORDS=results/recipe/grid] scripts/recipe_vs_timm.sh [RUNS_DIR]
 #
 # LOOP_SEEDS (default: SEEDS, each of them one of SEEDS) are the seeds the loop runs for: a time anchor needs one
 # loop run on the machine, so an ablation of the recipe can run LOOP_SEEDS=0 (RESULTS.md's recipe grid divides each
@@ -14,7 +14,9 @@
 #
 # Finished runs are skipped and interrupted ones resumed (a baseline from its last finished epoch). JOBS=1 runs one
 # training at a time, for a lane beside another one-thread training (each run still shares the machine with one
-# training, so wall times stay comparable); give each such lane its own SEEDS.
+# training, so wall times stay comparable); give each such lane its own SEEDS. THREADS=2 JOBS=1 is the other way a
+# user runs it: one training at a time with both cores (each record's machine names its threads, so the tables
+# divide by the loop run with as many).
 set -euo pipefail
 export PYTHON=${PYTHON:-python}  # the interpreter to run (tests pass their own)
 cd "$(dirname "$0")/.."
@@ -26,11 +28,12 @@ loop_seeds=(${LOOP_SEEDS-${seeds[*]}})
 pes=(${PES:-learnable sincos rope_mixed cpb})
 extra=${EXTRA:-}
 export TIMM_EPOCHS=${TIMM_EPOCHS:-10} TIMM_ARGS=${TIMM_ARGS:-}
-export OMP_NUM_THREADS=1
 jobs=${JOBS:-2}
 source scripts/check_inputs.sh
 source scripts/keep_records.sh
 require_jobs JOBS "$jobs"
+require_jobs THREADS "${THREADS:-1}" "threads per training"
+export OMP_NUM_THREADS=${THREADS:-1}
 require_seeds SEEDS "${seeds[@]}"
 require_seeds LOOP_SEEDS "${loop_seeds[@]}"
 for seed in "${loop_seeds[@]}"; do

@@ -6,7 +6,8 @@ ViT dim 128, depth 6, 4 heads, MLP ratio 2, patch 4, global average pooling and 
 decay 0.05 (not on norms, biases or the position table: timm's own parameter groups), label smoothing 0.1, gradient
 clipping 1.0, one warm-up epoch then cosine to 1e-5 per step, batch 128, reflect-pad-4 random crop + horizontal flip
 applied to whole batches, the full test split evaluated after every epoch. It reads the same CIFAR-10 files as train.py
-and writes OUT/metrics.jsonl in train.py's format (``test_acc`` a fraction, ``elapsed_s`` training + evaluation).
+and writes OUT/metrics.jsonl in train.py's format (``test_acc`` a fraction, ``elapsed_s`` training + evaluation,
+``machine`` the CPU and threads that ran the epoch).
 
 After every epoch it also writes OUT/checkpoint.pt (model, optimiser, step, elapsed time and the generator that draws
 orders, crops and flips), so ``--resume`` continues an interrupted baseline from its last finished epoch with exactly
@@ -34,6 +35,7 @@ from vitpe.data import DataError, channel_stats, load_cifar
 from vitpe.data.loader import random_crop, random_hflip
 from vitpe.engine.metrics_file import append_record, read_records, save_records
 from vitpe.loading.checkpoint import save_atomic
+from vitpe.machine import described
 
 BASELINE = "timm plain loop"  # the label scripts/summarise.py gives these runs
 
@@ -121,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
                 right += (model(x).argmax(-1) == test.labels[i:i + 500]).sum().item()
         record = {"epoch": epoch + 1, "step": step, "train_loss": loss_sum / (steps * batch),
                   "train_acc": correct / (steps * batch), "test_acc": right / len(test),
-                  "elapsed_s": time.perf_counter() - started}
+                  "elapsed_s": time.perf_counter() - started,
+                  "machine": described()}  # what ran the epoch: wall times compare only on one kind of machine
         append_record(record, metrics_path)
         save_atomic({"config": config, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                      "generator": g.get_state(), "step": step, "epoch": epoch + 1,

@@ -80,6 +80,7 @@ def test_summarise_names_what_it_cannot_use(tmp_path):
     ("compare.sh", {"MULTI_PES": "t5bias"}, "MULTI_PES: t5bias does not work on 2D grids"),
     ("recipe_vs_timm.sh", {"PES": "learnable rope_mixd"}, "did you mean 'rope_mixed'"),
     ("recipe_vs_timm.sh", {"LOOP_SEEDS": "1"}, "LOOP_SEEDS: 1 is not one of SEEDS (0)"),
+    ("recipe_vs_timm.sh", {"THREADS": "0"}, "THREADS must be a whole number >= 1 (threads per training)"),
     ("text_experiments.sh", {"LENGTH_PES": "separable"}, "LENGTH_PES: separable does not work on 1D grids"),
 ])
 def test_a_bad_setting_stops_an_experiment_before_its_first_training(tmp_path, script, setting, says):
@@ -239,6 +240,13 @@ def test_recipe_vs_timm_runs_both_side_by_side_and_tabulates(tmp_path):
                               capture_output=True, text=True, timeout=600)
     assert one_loop.returncode == 0, one_loop.stderr[-2000:]  # seed 1 without a loop run: the loop's seed 0 anchors
     assert (runs / "learnable_s1" / "metrics.jsonl").is_file() and not (runs / "timm_s1").exists()
+    both_env = {**env, "SEEDS": "2", "PES": "learnable", "THREADS": "2", "JOBS": "1"}  # one at a time, two threads
+    both = subprocess.run(["bash", "scripts/recipe_vs_timm.sh", str(runs)], cwd=ROOT, env=both_env,
+                          capture_output=True, text=True, timeout=600)
+    assert both.returncode == 0, both.stderr[-2000:]
+    for run in ("timm_s2", "learnable_s2"):  # each record names its threads: the tables divide like by like
+        last = json.loads((runs / run / "metrics.jsonl").read_text().splitlines()[-1])
+        assert last["machine"].endswith(", 2 threads")
     refused = subprocess.run(["bash", "scripts/recipe_vs_timm.sh", str(runs)], cwd=ROOT, env={**env, "JOBS": "two"},
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "JOBS must be a whole number >= 1" in refused.stderr
