@@ -116,7 +116,8 @@ class BatchLoader(ShardedBatches):
     """Iterate over ``data`` in batches of float images (B, 3, S, S), normalised, plus labels (B,).
 
     Training loaders augment (random crop with padding, horizontal flip, optional RandAugment) at the images' native
-    size, then resample the batch (anti-aliased bicubic) to its training size. ``img_sizes`` holds sizes (an int for a
+    size, then resample the batch (anti-aliased bicubic) to its training size; with ``crop_scale`` a random-resized
+    crop replaces the padded one and resamples each image straight to the training size. ``img_sizes`` holds sizes (an int for a
     square, or (h, w)); with more than one entry training draws one size per batch (multi-resolution), or, with
     ``size_epochs`` (one count per size), trains ``size_epochs[i]`` epochs at ``img_sizes[i]`` in turn (progressive
     resizing).
