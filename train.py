@@ -29,8 +29,7 @@ from timm.utils import ModelEmaV3
 
 from vitpe.atomic_files import write_text_atomic
 from vitpe.cli.exits import add_debug_flag, run_cli
-from vitpe.config import (ConfigError, config_from_dict, dump_config, eval_size, given_keys, load_config, to_dict,
-                          validate)
+from vitpe.config import ConfigError, config_from_dict, dump_config, given_keys, load_config, to_dict, validate
 from vitpe.data.from_config import build_run_data
 from vitpe.data.text import Vocabulary
 from vitpe.engine.cpu_malloc import keep_freed_memory
@@ -248,8 +247,8 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
         test = evaluate(model, data.test, device, dist_info)
         record = {"epoch": state.epoch + 1, "step": state.global_step, **train_metrics,
                   "test_loss": test["loss"], "test_acc": test["acc"]}
-        if config.task == "image":  # the size the test split ran at: the last training size (vitpe.config.eval_size)
-            record["test_img_size"] = eval_size(config)
+        if config.task == "image":  # the size the test loader ran at (vitpe.config.eval_size: the last training size)
+            record["test_img_size"] = data.test.img_sizes[0][0]
         if t.img_size_epochs:  # progressive resizing: the epoch's training size
             record["img_size"] = data.train.size_of_epoch(state.epoch)[0]
         if data.val is not None:

@@ -92,16 +92,13 @@ def sweep(path: Path) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------------------------------- formatting
-def mean_std(values: list[float], digits: int = 1) -> str:
+def mean_std(values: list[float], digits: int = 1, signed: bool = False) -> str:
+    """Mean ± std (std only over more than one value); ``signed`` for a change: the mean with its sign, a minus sign
+    rather than a hyphen."""
     if not values:
         return MISSING
-    text = f"{statistics.fmean(values):.{digits}f}"
-    return text + (f" ± {statistics.stdev(values):.{digits}f}" if len(values) > 1 else "")
-
-
-def signed_mean_std(values: list[float], digits: int = 1) -> str:
-    """A change: mean with its sign (a minus sign, not a hyphen), ± std over more than one value."""
-    text = f"{statistics.fmean(values):+.{digits}f}".replace("-", "−")
+    text = f"{statistics.fmean(values):{'+' if signed else ''}.{digits}f}"
+    text = text.replace("-", "−") if signed else text
     return text + (f" ± {statistics.stdev(values):.{digits}f}" if len(values) > 1 else "")
 
 
@@ -143,9 +140,8 @@ class RecipeRow:
 def loop_minutes_by_machine(root: Path) -> dict[frozenset[str], float]:
     """The plain loop's mean wall time (minutes) on each machine it ran on: its finished runs in the grid and in
     every lever's records (``results/recipe/*/timm_*``, the time anchor of ``LOOP_SEEDS``)."""
-    folders = [*(root / "results/recipe").glob("grid/timm_*"), *(root / "results/recipe").glob("*/timm_*")]
     minutes: dict[frozenset[str], list[float]] = defaultdict(list)
-    for run in map(read_run, sorted(f for f in set(folders) if f.is_dir())):
+    for run in map(read_run, sorted(f for f in (root / "results/recipe").glob("*/timm_*") if f.is_dir())):
         if run.finished and "baseline" in run.config:
             minutes[run.machines].append(run.minutes)
     return {machine: statistics.fmean(values) for machine, values in minutes.items()}
@@ -237,16 +233,15 @@ def pe_order(root: Path) -> str:
     for r in compare_records(root, multires=False):
         if r["resolution"] == 32 and r["pe_resize"] == "interpolate":
             short[r["pe"]].append(100 * r["accuracy"])
-    rank_17 = _ranks({pe: statistics.fmean(v) for pe, v in recipe.items()})
-    rank_3 = _ranks({pe: statistics.fmean(v) for pe, v in short.items()})
-    rank_200 = _ranks(S_CHH_200_EPOCHS)
+    means_17 = {pe: statistics.fmean(v) for pe, v in recipe.items()}
+    means_3 = {pe: statistics.fmean(v) for pe, v in short.items()}
+    rank_17, rank_3, rank_200 = _ranks(means_17), _ranks(means_3), _ranks(S_CHH_200_EPOCHS)
     table = [[f"`{pe}`", f"{rank_17[pe]}: {mean_std(recipe[pe])} ({len(recipe[pe])})",
               f"{rank_3[pe]}: {mean_std(short[pe])}" if pe in short else MISSING,
               f"{rank_200[pe]} of {len(rank_200)}: {S_CHH_200_EPOCHS[pe]}" if pe in S_CHH_200_EPOCHS else ""]
              for pe in sorted(recipe, key=rank_17.get)]
-    means_17 = {pe: statistics.fmean(v) for pe, v in recipe.items()}
     agreement = (f"Rank correlation (Spearman) of the recipe's order with the 3-epoch grid's: "
-                 f"{spearman(means_17, {pe: statistics.fmean(v) for pe, v in short.items()}):.2f}; with s-chh's, "
+                 f"{spearman(means_17, means_3):.2f}; with s-chh's, "
                  f"over its five PEs: {spearman(means_17, S_CHH_200_EPOCHS):.2f}.")
     waiting = missing_pes(recipe, "finished")
     return markdown(["`model.pe`", "17 epochs, the recipe: rank: acc. (%) (seeds)", "3 epochs: rank: acc. (%)",
@@ -392,6 +387,7 @@ def detail_gains(root: Path) -> str:
 
 # ------------------------------------------------------------------------------ resolution transfer: the remedies
 TRANSFER_MODES = ("interpolate", "extrapolate", "ntk", "yarn")
+TRANSFER_STAGES = ("trained", "augmented", "finetuned")  # scripts/transfer.sh's folders, in the order of the table
 #: What follows ``<pe>_`` in a transfer run's name: ``s0`` (as trained), ``<aug>_s0`` (trained with an augmentation
 #: setting), ``s0_<px>_<mode>`` (fine-tuned one epoch at px with positions resized by mode); scripts/transfer.sh.
 TRANSFER_RUN = re.compile(r"^(?:(?P<aug>[a-z0-9_]+?)_)?s(?P<seed>\d+)(?:_(?P<px>\d+)_(?P<mode>[a-z]+))?$")
@@ -415,25 +411,28 @@ def transfer_remedies(root: Path) -> str:
     """Each PE and remedy of the transfer experiment: accuracy at 16 px (the training size), and at 32 px in each
     test mode with its change from 16 px (each run against itself, mean ± std over seeds), and the training's cost."""
     base = root / "results/transfer"
-    accuracy: dict[tuple[str, str], dict[tuple[str, int], dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
-    minutes: dict[tuple[str, str], list[float]] = defaultdict(list)
+    # keyed by (pe, stage, remedy): rows sort by PE, then as trained / augmented / fine-tuned
+    accuracy: dict[tuple[str, int, str], dict[tuple[str, int], dict[int, float]]] = \
+        defaultdict(lambda: defaultdict(dict))
+    minutes: dict[tuple[str, int, str], list[float]] = defaultdict(list)
     for r in sweep(base / "resolution/resolution.json"):
         stage, remedy, seed = transfer_remedy(r["run"], r["pe"])
+        key = (r["pe"], TRANSFER_STAGES.index(stage), remedy)
         if r["accuracy"] is not None:
-            accuracy[(r["pe"], remedy)][(r["pe_resize"], r["resolution"])][seed] = 100 * r["accuracy"]
+            accuracy[key][(r["pe_resize"], r["resolution"])][seed] = 100 * r["accuracy"]
         if r["resolution"] == 16 and r["pe_resize"] == "interpolate":
-            minutes[(r["pe"], remedy)].append(read_run(base / stage / r["run"]).minutes)
-    order = ["as trained", *sorted({k[1] for k in accuracy} - {"as trained"}, key=lambda x: (x[0] == "f", x))]
+            minutes[key].append(read_run(base / stage / r["run"]).minutes)
     rows = []
-    for pe, remedy in sorted(accuracy, key=lambda k: (k[0], order.index(k[1]))):
-        cells = accuracy[(pe, remedy)]
+    for key in sorted(accuracy):
+        pe, _, remedy = key
+        cells = accuracy[key]
         at_16 = cells[("interpolate", 16)]
         row = [f"`{pe}`", remedy, str(len(at_16)), mean_std(list(at_16.values()))]
         for mode in TRANSFER_MODES:
             at_32 = cells.get((mode, 32), {})
             gains = [at_32[s] - at_16[s] for s in at_32 if s in at_16]
-            row.append(f"{statistics.fmean(at_32.values()):.1f} ({signed_mean_std(gains)})" if gains else "n/a")
-        row.append(f"{statistics.fmean(minutes[(pe, remedy)]):.1f}")
+            row.append(f"{statistics.fmean(at_32.values()):.1f} ({mean_std(gains, signed=True)})" if gains else "n/a")
+        row.append(f"{statistics.fmean(minutes[key]):.1f}")
         rows.append(row)
     return markdown(["PE", "remedy", "seeds", "16 px (%)", *(f"32 px, {m} (− 16 px)" for m in TRANSFER_MODES),
                      "training (min)"], rows)

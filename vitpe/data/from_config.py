@@ -104,7 +104,6 @@ def build_run_data(config: Config, ckpt: dict[str, Any] | None, device: torch.de
         train_set, val_set = train_set.split(d.val_split) if d.val_split else (train_set, None)
         saved = ckpt["normalization"] if ckpt else normalization
         mean, std = (saved["mean"], saved["std"]) if saved else channel_stats(train_set.images)
-        test_sizes = [eval_size(config)]  # the last training size (vitpe.config.eval_size)
 
         def make(data, train):
             if train:
@@ -113,7 +112,8 @@ def build_run_data(config: Config, ckpt: dict[str, Any] | None, device: torch.de
                                    crop_pad_mode=d.crop_pad_mode, hflip=d.hflip, randaugment=d.randaugment,
                                    crop_scale=d.crop_scale,
                                    mean=mean, std=std, **shard)
-            return BatchLoader(data, t.eval_batch_size, train=False, img_sizes=test_sizes, mean=mean, std=std, **shard)
+            return BatchLoader(data, t.eval_batch_size, train=False, img_sizes=[eval_size(config)], mean=mean, std=std,
+                               **shard)  # tested at the last training size
 
         stats = {}
         extras = {"normalization": {"mean": list(mean), "std": list(std)}}

@@ -53,15 +53,23 @@ def random_hflip(images: torch.Tensor, g: torch.Generator) -> torch.Tensor:
 
 def random_resized_crops(images: torch.Tensor, size: tuple[int, int], scale: tuple[float, float],
                          seed: int) -> torch.Tensor:
-    """A random-resized crop of each image (torchvision's RandomResizedCrop: area a fraction in ``scale`` of the
-    image's, aspect ratio in [3/4, 4/3]) resampled to ``size`` (anti-aliased bicubic, as :func:`resize_batch`); the
-    draws seeded by ``seed``. Float (B, C, H, W) -> (B, C, *size)."""
+    """A random-resized crop of each image (torchvision's RandomResizedCrop draws: area a fraction in ``scale`` of the
+    image's, aspect ratio in [3/4, 4/3]) resampled to ``size`` by :func:`resize_batch`; the draws seeded by ``seed``.
+    Windows of one shape are resampled together. Float (B, C, H, W) -> (B, C, *size)."""
     from torchvision.transforms import v2
 
-    crop = v2.RandomResizedCrop(size, scale=tuple(scale), interpolation=v2.InterpolationMode.BICUBIC, antialias=True)
     with torch.random.fork_rng(devices=[]):  # torchvision draws from the global generator
         torch.manual_seed(seed)
-        return torch.stack([crop(image) for image in images])  # (B, C, *size)
+        boxes = [v2.RandomResizedCrop.get_params(image, list(scale), [3 / 4, 4 / 3]) for image in images]
+    by_shape: dict[tuple[int, int], list[int]] = {}
+    for index, (_, _, h, w) in enumerate(boxes):
+        by_shape.setdefault((h, w), []).append(index)
+    out = images.new_empty(*images.shape[:2], *size)  # (B, C, *size)
+    for (h, w), indices in by_shape.items():
+        windows = torch.stack([images[i, :, boxes[i][0]:boxes[i][0] + h, boxes[i][1]:boxes[i][1] + w]
+                               for i in indices])  # (n, C, h, w)
+        out[indices] = resize_batch(windows, size)
+    return out
 
 
 def resize_batch(images: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
@@ -117,10 +125,10 @@ class BatchLoader(ShardedBatches):
 
     Training loaders augment (random crop with padding, horizontal flip, optional RandAugment) at the images' native
     size, then resample the batch (anti-aliased bicubic) to its training size; with ``crop_scale`` a random-resized
-    crop replaces the padded one and resamples each image straight to the training size. ``img_sizes`` holds sizes (an int for a
-    square, or (h, w)); with more than one entry training draws one size per batch (multi-resolution), or, with
-    ``size_epochs`` (one count per size), trains ``size_epochs[i]`` epochs at ``img_sizes[i]`` in turn (progressive
-    resizing).
+    crop replaces the padded one and resamples each image straight to the training size. ``img_sizes`` holds sizes
+    (an int for a square, or (h, w)); with more than one entry training draws one size per batch (multi-resolution),
+    or, with ``size_epochs`` (one count per size), trains ``size_epochs[i]`` epochs at ``img_sizes[i]`` in turn
+    (progressive resizing).
     """
 
     def __init__(self, data: ImageSet, batch_size: int, *, train: bool, mean: list[float], std: list[float],
