@@ -132,3 +132,26 @@ def test_transfer_run_names_give_their_remedy_and_seed():
         ("finetuned", "fine-tuned at 32 px, extrapolated", 0)
     with pytest.raises(ValueError, match="not a scripts/transfer.sh run name"):
         transfer_remedy("sincos_final", "sincos")
+
+
+def test_transfer_goal_needs_three_seeds_and_names_the_largest_gains_until_then():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from report_tables import transfer_goal
+
+    def group(at_16: list[float], at_32: dict[str, list[float]]) -> dict:
+        cells = {("interpolate", 16): dict(enumerate(at_16))}
+        cells.update({(mode, 32): dict(enumerate(values)) for mode, values in at_32.items()})
+        return cells
+
+    accuracy = {
+        ("rope_mixed", 1, "trained with `crop`"): group([50, 52], {"interpolate": [54, 55], "yarn": [56, 57]}),
+        ("sincos", 0, "as trained"): group([50, 50, 50], {"interpolate": [51, 52, 53]}),
+        ("sincos", 2, "fine-tuned at 24 px, interpolated"): group([50, 50, 50], {"interpolate": [60, 60, 60]}),
+    }
+    line = transfer_goal(accuracy)  # the fine-tune gains most but does not count; two seeds are not enough
+    assert "Not met yet" in line and "fine-tuned" not in line
+    assert line.index("`rope_mixed` trained with `crop`, yarn: +5.5 (2 seeds; 56.5% at 32 px)") < line.index("`sincos`")
+    assert "`sincos` as trained, interpolate: +2.0 (3 seeds; 52.0% at 32 px)" in line
+    accuracy[("rope_mixed", 1, "trained with `crop`")] = group([50, 52, 51], {"yarn": [56, 57, 53]})
+    assert transfer_goal(accuracy).endswith(
+        "Met by `rope_mixed` trained with `crop`, yarn: +4.3 (3 seeds; 55.3% at 32 px).")
