@@ -92,13 +92,17 @@ def sweep(path: Path) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------------------------------- formatting
+def with_sign(value: float, digits: int = 1) -> str:
+    """A change: the value with its sign, a minus sign rather than a hyphen."""
+    return f"{value:+.{digits}f}".replace("-", "−")
+
+
 def mean_std(values: list[float], digits: int = 1, signed: bool = False) -> str:
-    """Mean ± std (std only over more than one value); ``signed`` for a change: the mean with its sign, a minus sign
-    rather than a hyphen."""
+    """Mean ± std (std only over more than one value); ``signed`` for a change (:func:`with_sign`)."""
     if not values:
         return MISSING
-    text = f"{statistics.fmean(values):{'+' if signed else ''}.{digits}f}"
-    text = text.replace("-", "−") if signed else text
+    mean = statistics.fmean(values)
+    text = with_sign(mean, digits) if signed else f"{mean:.{digits}f}"
     return text + (f" ± {statistics.stdev(values):.{digits}f}" if len(values) > 1 else "")
 
 
@@ -466,13 +470,16 @@ def transfer_goal(accuracy: TransferCells) -> str:
     for (pe, stage, remedy), cells in accuracy.items():
         if TRANSFER_STAGES[stage] == "finetuned":
             continue
-        modes = [(statistics.fmean(gains), len(gains), statistics.fmean(at_32), f"`{pe}` {remedy}, {mode}")
-                 for mode in TRANSFER_MODES for gains, at_32 in [gains_at_32(cells, mode)] if gains]
+        modes = []
+        for mode in TRANSFER_MODES:
+            gains, at_32 = gains_at_32(cells, mode)
+            if gains:
+                modes.append((statistics.fmean(gains), len(gains), statistics.fmean(at_32), f"`{pe}` {remedy}, {mode}"))
         found.append(max(modes))
 
     def listed(entries: list[tuple[float, int, float, str]]) -> str:
-        return "; ".join(f"{label}: {gain:+.1f} ({seeds} seed{'s' * (seeds > 1)}; {acc:.1f}% at 32 px)"
-                         .replace("-", "−") for gain, seeds, acc, label in entries)
+        return "; ".join(f"{label}: {with_sign(gain)} ({seeds} seed{'s' * (seeds > 1)}; {acc:.1f}% at 32 px)"
+                         for gain, seeds, acc, label in entries)
 
     goal = (f"Goal: at least +{TRANSFER_GOAL:.0f} points at 32 px over 16 px without fine-tuning, mean of "
             f"{len(SEEDS)} seeds. ")
