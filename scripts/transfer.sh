@@ -16,8 +16,9 @@
 #     [RECORDS=results/transfer] scripts/transfer.sh [RUNS_DIR]
 #
 # AUGS: name=key=value,key=value entries, each a setting of the PE options shift, jitter and rescale (DINOv3's
-# released configs: rescale=2), or of crop_scale=MIN:MAX, the random-resized crop of the images (data.crop_scale,
-# FixRes's remedy; any PE, learnable included). EXTRA overrides are added to every training (no spaces inside a value).
+# released configs: rescale=2) and fuzzy (ViTAR's per-position offset, learnable only), or of crop_scale=MIN:MAX, the
+# random-resized crop of the images (data.crop_scale, FixRes's remedy; any PE, learnable included). EXTRA overrides
+# are added to every training (no spaces inside a value).
 set -euo pipefail
 export PYTHON=${PYTHON:-python}  # the interpreter to run (tests pass their own)
 cd "$(dirname "$0")/.."
@@ -41,8 +42,8 @@ require_seeds SEEDS "${seeds[@]}"
 require_pes PES 2 "${pes[@]}"
 require_pes AUG_PES 2 "${aug_pes[@]}"
 for aug in "${augs[@]}"; do
-  [[ $aug =~ ^[a-z0-9_]+=(((shift|jitter|rescale)=[0-9.]+|crop_scale=[0-9.]+:[0-9.]+),?)+$ ]] || {
-    echo "AUGS: '$aug' is not name=option=value[,option=value] with options shift, jitter, rescale" \
+  [[ $aug =~ ^[a-z0-9_]+=(((shift|jitter|rescale|fuzzy)=[0-9.]+|crop_scale=[0-9.]+:[0-9.]+),?)+$ ]] || {
+    echo "AUGS: '$aug' is not name=option=value[,option=value] with options shift, jitter, rescale, fuzzy" \
          "(PE options) or crop_scale=MIN:MAX (the images' random-resized crop)" >&2; exit 2; }
 done
 cores=$(nproc)

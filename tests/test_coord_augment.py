@@ -11,7 +11,7 @@ import vitpe.pe
 from vitpe.pe.coord_augment import CoordAugment
 from vitpe.pe.rope_dinov3 import centred_coordinates
 
-AUGMENTING_PES = ["sincos", "rope_axial", "rope_mixed", "rope_dinov3", "cpb", "alibi"]
+AUGMENTING_PES = ["learnable", "sincos", "rope_axial", "rope_mixed", "rope_dinov3", "cpb", "alibi"]
 OPTIONS = {"shift": 0.2, "jitter": 1.5, "rescale": 2.0}
 
 
@@ -100,5 +100,5 @@ def test_options_out_of_range_are_one_clear_error(option, value, says):
 
 
 def test_pes_that_read_no_coordinates_have_no_augmentation():
-    for name in ("learnable", "relbias", "peg", "none", "separable"):
+    for name in ("relbias", "peg", "none", "separable"):
         assert not {"shift", "jitter", "rescale"} & set(vitpe.pe.options(name))

@@ -54,7 +54,7 @@ def test_one_rotating_member_takes_its_fused_path():
 def test_options_are_keyed_by_member():
     composed, (_, rope) = members_alike("learnable+rope_axial", rope_axial={"theta": 7.0})
     assert composed.members["rope_axial"].theta == 7.0 == rope.theta
-    assert vitpe.pe.options("learnable+rope_axial") == {"learnable": {"init_std": 0.02},
+    assert vitpe.pe.options("learnable+rope_axial") == {"learnable": vitpe.pe.options("learnable"),
                                                          "rope_axial": vitpe.pe.options("rope_axial")}
     with pytest.raises(ValueError, match="keyed by member"):
         make_pe("learnable+rope_axial", 2, theta=7.0)

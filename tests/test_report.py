@@ -112,6 +112,33 @@ def test_a_levers_loop_run_anchors_wall_times_on_its_machine(tmp_path):
     assert against_loop(runs[2:], loops) == "—"
 
 
+def test_a_lever_meets_the_goal_only_with_every_pe_over_three_seeds_within_the_loops_time(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from report_tables import recipe_levers
+
+    recipe = tmp_path / "results/recipe"
+    _recipe_run(recipe / "grid", "timm_s0", None, 50, 0.70, "A")
+    for seed in range(3):
+        _recipe_run(recipe / "grid", f"cpb_s{seed}", "cpb", 45, 0.79, "A")
+        _recipe_run(recipe / "grid", f"learnable_s{seed}", "learnable", 45, 0.75, "A")
+    _recipe_run(recipe / "convstem", "cpb_s0", "cpb", 40, 0.81, "A")
+    table = recipe_levers(tmp_path)
+    rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| + convolutional stem")]
+    assert [r[2] for r in rows] == ["`cpb`", "`learnable`"]
+    assert rows[0][3:5] == ["81.00 / … / …", "81.0"] and rows[1][3] == "… / … / …"
+    assert table.rstrip().endswith("Not met yet.")  # the recipe misses 80% for cpb; the stem has one seed
+    for seed in (1, 2):
+        _recipe_run(recipe / "convstem", f"cpb_s{seed}", "cpb", 40, 0.80, "A")
+    for seed in range(3):
+        _recipe_run(recipe / "convstem", f"learnable_s{seed}", "learnable", 40 + 6 * seed, 0.76, "A")
+    assert recipe_levers(tmp_path).rstrip().endswith("Met by: + convolutional stem, depth 5.")
+    (recipe / "convstem/learnable_s2/metrics.jsonl").write_text(
+        '{"epoch": 1, "test_acc": 0.76, "elapsed_s": 6000}\n')  # 100 min: the mean ratio 1.2 exceeds the loop's
+    assert recipe_levers(tmp_path).rstrip().endswith("Not met yet.")
+    shutil.rmtree(recipe / "convstem")  # a lever without a finished run is left out
+    assert "convolutional stem" not in recipe_levers(tmp_path)
+
+
 def test_spearman_ranks_orders_over_the_shared_keys():
     sys.path.insert(0, str(ROOT / "scripts"))
     from report_tables import spearman

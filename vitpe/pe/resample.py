@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from vitpe.pe.base import ResizeError
-from vitpe.pe.grid import Grid
+from vitpe.pe.grid import Grid, to_centred
 
 
 def resample_table(table: torch.Tensor, old_grid: Grid, new_grid: Grid) -> torch.Tensor:
@@ -32,6 +32,25 @@ def resample_table(table: torch.Tensor, old_grid: Grid, new_grid: Grid) -> torch
     else:
         x = F.interpolate(x, size=new_grid, mode="bicubic", align_corners=False, antialias=True)
     return x.movedim(1, -1).reshape(*new_grid, channels).to(table.dtype)  # (*new_grid, C)
+
+
+def sample_table(table: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """A learned table (*grid, C) read at fractional cell positions (N, ndim), 1D or 2D: linear / bilinear between
+    the neighbouring cells, the edge cell's value beyond the table (``grid_sample``'s border padding, cell centres
+    aligned as everywhere here). Returns (N, C), differentiable in ``table`` and computed in float32."""
+    grid = tuple(table.shape[:-1])
+    if len(grid) not in (1, 2) or positions.shape[-1] != len(grid):
+        raise ValueError(f"cannot read a table of shape {tuple(table.shape)} at positions of shape "
+                         f"{tuple(positions.shape)}: a 1D or 2D table and one column per axis")
+    centred = to_centred(positions.float(), grid)  # (N, ndim), the cell centres at 2 (p + 0.5) / n - 1
+    if len(grid) == 1:
+        image = table.float().movedim(-1, 0)[None, :, None, :]  # (L, C) -> (1, C, 1, L)
+        xy = torch.stack([centred[:, 0], torch.zeros_like(centred[:, 0])], dim=-1)  # (N, 2): x along the table
+    else:
+        image = table.float().movedim(-1, 0)[None]  # (H, W, C) -> (1, C, H, W)
+        xy = centred.flip(-1)  # (N, 2): grid_sample takes (x, y) = (column, row)
+    read = F.grid_sample(image, xy[None, None], mode="bilinear", padding_mode="border", align_corners=False)
+    return read[0, :, 0].T.to(table.dtype)  # (1, C, 1, N) -> (N, C)
 
 
 def check_extrapolation(ref_grid: Grid, grid: Grid, name: str) -> None:
