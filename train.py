@@ -122,6 +122,7 @@ def run(args: argparse.Namespace, stops: StopRequests) -> None:
     if device.type == "cuda":
         device = torch.device("cuda", dist_info.local_rank)
     out_dir = Path(config.out_dir)
+    created = not out_dir.exists()
     lock = lock_run_folder(out_dir, dist_info, device)
     try:
         if ckpt is None and (out_dir / "checkpoint.pt").exists():
@@ -133,6 +134,8 @@ def run(args: argparse.Namespace, stops: StopRequests) -> None:
     finally:
         if lock is not None:
             lock.release()
+            if created and not any(out_dir.iterdir()):  # stopped before writing anything: leave no empty folder
+                out_dir.rmdir()
         shutdown(dist_info)
 
 

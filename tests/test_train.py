@@ -127,6 +127,10 @@ def test_cli_errors_are_one_clear_line(tmp_path, capsys):
     assert run_main("--config", SMOKE, f"data.root={tmp_path}", "data.dataset=cifar10",
                     f"out_dir={tmp_path / 'y'}") == 2
     assert "cifar-10-batches-py" in capsys.readouterr().err
+    assert run_main("--config", SMOKE, "model.pe=learnable", "model.pe_options={fuzzy: -1}",
+                    f"out_dir={tmp_path / 'z'}") == 2  # a PE option checked when the model is built
+    assert capsys.readouterr().err.startswith("error: learnable: fuzzy must be >= 0, got -1")
+    assert not any(tmp_path.iterdir())  # no run folder left behind by a run that never started
 
 
 def test_resume_errors(tmp_path, capsys):
