@@ -151,10 +151,15 @@ def loop_minutes_by_machine(root: Path) -> dict[frozenset[str], float]:
     return {machine: statistics.fmean(values) for machine, values in minutes.items()}
 
 
+def loop_ratios(runs: list[Run], loop_minutes: dict[frozenset[str], float]) -> list[float]:
+    """Each run's wall time over the loop's mean on the run's own machine, for the runs whose machine ran the loop."""
+    return [r.minutes / loop_minutes[r.machines] for r in runs if r.machines in loop_minutes]
+
+
 def against_loop(runs: list[Run], loop_minutes: dict[frozenset[str], float]) -> str:
     """The runs' mean wall time against the loop's on each run's own machine; "—" where the loop never ran there,
     and ¹ when only some of the runs have a loop on their machine."""
-    ratios = [r.minutes / loop_minutes[r.machines] for r in runs if r.machines in loop_minutes]
+    ratios = loop_ratios(runs, loop_minutes)
     return f"{statistics.fmean(ratios):.2f}{'¹' if len(ratios) < len(runs) else ''}" if ratios else "—"
 
 
@@ -311,10 +316,11 @@ def recipe_levers(root: Path) -> str:
         row, met = [label, change], []
         for pe, goal in LEVER_GOALS.items():
             accuracy = {s: r.accuracy for s, r in runs[pe].items()}
-            ratio = against_loop(list(runs[pe].values()), loop_minutes)
-            row += [per_seed(accuracy, SEEDS), mean_std(list(accuracy.values())), ratio]
+            ratios = loop_ratios(list(runs[pe].values()), loop_minutes)
+            row += [per_seed(accuracy, SEEDS), mean_std(list(accuracy.values())),
+                    against_loop(list(runs[pe].values()), loop_minutes)]
             met.append(len(accuracy) == len(SEEDS) and statistics.fmean(accuracy.values()) >= goal
-                       and ratio != "—" and float(ratio.rstrip("¹")) <= 1.0)
+                       and bool(ratios) and round(statistics.fmean(ratios), 2) <= 1.0)  # as the table shows it
         rows.append(row)
         if all(met):
             met_by.append(label)

@@ -46,12 +46,8 @@ class LearnableEncoding(AdditiveEncoding):
         self.pos_embed = nn.Parameter(torch.empty(math.prod(self.grid), self.dim))  # (N_ref, D)
         nn.init.trunc_normal_(self.pos_embed, std=init_std)
 
-    @property
-    def augmenting(self) -> bool:
-        return super().augmenting or (self.training and self.fuzzy > 0)
-
     def embedding(self, grid: Grid) -> torch.Tensor:
-        if self.augmenting:
+        if self.augmenting or (self.training and self.fuzzy > 0):
             if self.resize == "extrapolate":
                 check_extrapolation(self.grid, grid, self.name)
             positions = self.positions_at(grid)  # (N, ndim) in reference cells, the whole grid moved

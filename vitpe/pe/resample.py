@@ -42,13 +42,11 @@ def sample_table(table: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     if len(grid) not in (1, 2) or positions.shape[-1] != len(grid):
         raise ValueError(f"cannot read a table of shape {tuple(table.shape)} at positions of shape "
                          f"{tuple(positions.shape)}: a 1D or 2D table and one column per axis")
-    centred = to_centred(positions.float(), grid)  # (N, ndim), the cell centres at 2 (p + 0.5) / n - 1
-    if len(grid) == 1:
-        image = table.float().movedim(-1, 0)[None, :, None, :]  # (L, C) -> (1, C, 1, L)
-        xy = torch.stack([centred[:, 0], torch.zeros_like(centred[:, 0])], dim=-1)  # (N, 2): x along the table
-    else:
-        image = table.float().movedim(-1, 0)[None]  # (H, W, C) -> (1, C, H, W)
-        xy = centred.flip(-1)  # (N, 2): grid_sample takes (x, y) = (column, row)
+    if len(grid) == 1:  # a 1D table is a 2D table of one row, read in row 0
+        table, positions, grid = table[None], F.pad(positions, (1, 0)), (1, *grid)  # (1, L, C), (N, 2)
+    centred = to_centred(positions.float(), grid)  # (N, 2), the cell centres at 2 (p + 0.5) / n - 1
+    image = table.float().movedim(-1, 0)[None]  # (H, W, C) -> (1, C, H, W)
+    xy = centred.flip(-1)  # (N, 2): grid_sample takes (x, y) = (column, row)
     read = F.grid_sample(image, xy[None, None], mode="bilinear", padding_mode="border", align_corners=False)
     return read[0, :, 0].T.to(table.dtype)  # (1, C, 1, N) -> (N, C)
 
