@@ -246,8 +246,8 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
         train_metrics = train_one_epoch(
             train_model, data.train, optimizer, scheduler, state, seed=t.seed, label_smoothing=t.label_smoothing,
             grad_clip=t.grad_clip, mixup=mixup, ema=ema, dist_info=dist_info, device=device, on_step=on_step,
-            progress=not args.no_progress, rate_key=rate_key)
-        test = evaluate(model, data.test, device, dist_info)
+            progress=not args.no_progress, rate_key=rate_key, precision=t.precision)
+        test = evaluate(model, data.test, device, dist_info, t.precision)
         record = {"epoch": state.epoch + 1, "step": state.global_step, **train_metrics,
                   "test_loss": test["loss"], "test_acc": test["acc"]}
         if config.task == "image":  # the size the test loader ran at (vitpe.config.eval_size: the last training size)
@@ -255,10 +255,10 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
         if t.img_size_epochs:  # progressive resizing: the epoch's training size
             record["img_size"] = data.train.size_of_epoch(state.epoch)[0]
         if data.val is not None:
-            val = evaluate(model, data.val, device, dist_info)
+            val = evaluate(model, data.val, device, dist_info, t.precision)
             record.update(val_loss=val["loss"], val_acc=val["acc"])
         if ema is not None:
-            record["test_acc_ema"] = evaluate(ema.module, data.test, device, dist_info)["acc"]
+            record["test_acc_ema"] = evaluate(ema.module, data.test, device, dist_info, t.precision)["acc"]
         state.elapsed_s += time.perf_counter() - started
         record.update(lr=optimizer.param_groups[0]["lr"], elapsed_s=state.elapsed_s, machine=machine)
         state.epoch, state.step_in_epoch = state.epoch + 1, 0

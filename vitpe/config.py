@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from vitpe.atomic_files import write_text_atomic
+from vitpe.engine.precision import PRECISIONS
 from vitpe.models.mlp import MLPS
 from vitpe.models.stem import STEMS, conv_stem_problem
 from vitpe.pe import registry
@@ -113,6 +114,7 @@ class TrainConfig:
     compile: bool = False
     device: str = "auto"  # auto | cpu | cuda
     threads: int = 0  # torch CPU threads (0 = torch default)
+    precision: str = "auto"  # auto (bf16 autocast on CUDA, float32 on CPU) | bf16 | fp32: vitpe.engine.precision
 
 
 @dataclass
@@ -421,6 +423,7 @@ def validate(config: Config, for_training: bool = True) -> None:
         (len(config.train.img_sizes) >= 1, "train.img_sizes", "a non-empty list"),
         (0 <= config.train.ema < 1, "train.ema", "in [0, 1)"),
         (config.train.device in ("auto", "cpu", "cuda"), "train.device", "auto, cpu or cuda"),
+        (config.train.precision in PRECISIONS, "train.precision", f"one of {', '.join(PRECISIONS)}"),
         (config.data.train_limit >= 0 and config.data.test_limit >= 0, "data.train_limit/test_limit", ">= 0"),
         (config.data.crop_pad_mode in PAD_MODES, "data.crop_pad_mode", f"one of {list(PAD_MODES)}"),
     ]

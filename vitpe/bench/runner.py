@@ -19,15 +19,12 @@ import torch
 import torch.nn.functional as F
 
 from vitpe.bench.config import BenchConfig
+from vitpe.engine.precision import autocast
 
 
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def autocast(device: torch.device):
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
 
 
 def train_step_fn(model: torch.nn.Module, inputs: tuple, labels: torch.Tensor, device: torch.device) -> Callable:

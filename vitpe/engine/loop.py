@@ -15,6 +15,7 @@ from tqdm import tqdm
 from vitpe.data import step_seed
 from vitpe.data.loader import ShardedBatches
 from vitpe.engine.distributed import DistInfo, all_reduce_sum
+from vitpe.engine.precision import autocast
 
 
 class NonFiniteLossError(RuntimeError):
@@ -36,12 +37,6 @@ class TrainState:
     seen: float = 0.0
 
 
-def autocast(device: torch.device):
-    """bf16 autocast on CUDA; a no-op context on CPU (keeps CPU runs bit-reproducible)."""
-    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu",
-                                                                                                   enabled=False)
-
-
 def forward(model: torch.nn.Module, inputs: torch.Tensor | tuple) -> torch.Tensor:
     """Logits for a batch's inputs: images, or a tuple such as (tokens, mask) unpacked into the model."""
     return model(*inputs) if isinstance(inputs, tuple) else model(inputs)
@@ -51,9 +46,10 @@ def train_one_epoch(model: torch.nn.Module, loader: ShardedBatches, optimizer: t
                     state: TrainState, *, seed: int, label_smoothing: float, grad_clip: float,
                     mixup: Callable | None, ema: Any, dist_info: DistInfo, device: torch.device,
                     on_step: Callable[[TrainState], None] | None = None, progress: bool = True,
-                    rate_key: str = "img_per_s") -> dict[str, float]:
+                    rate_key: str = "img_per_s", precision: str = "auto") -> dict[str, float]:
     """Train ``state.epoch`` from ``state.step_in_epoch`` to its end; returns loss / accuracy / throughput (examples
-    per second under ``rate_key``). Batches are ``(inputs, labels)``; a tuple of inputs is unpacked into the model."""
+    per second under ``rate_key``). Batches are ``(inputs, labels)``; a tuple of inputs is unpacked into the model.
+    ``precision``: :mod:`vitpe.engine.precision`."""
     model.train()
     start = time.perf_counter()
     done_examples = 0
@@ -68,7 +64,7 @@ def train_one_epoch(model: torch.nn.Module, loader: ShardedBatches, optimizer: t
         targets = labels
         if mixup is not None:
             inputs, targets = mixup(inputs, labels)
-        with autocast(device):
+        with autocast(device, precision):
             logits = forward(model, inputs)
             if targets.dim() == 2:  # soft targets from mixup / cutmix (smoothing already applied)
                 loss = torch.sum(-targets * F.log_softmax(logits.float(), dim=-1), dim=-1).mean()
@@ -107,12 +103,13 @@ def train_one_epoch(model: torch.nn.Module, loader: ShardedBatches, optimizer: t
 
 @torch.inference_mode()
 def evaluate(model: torch.nn.Module, loader: ShardedBatches, device: torch.device,
-             dist_info: DistInfo = DistInfo()) -> dict[str, float]:
-    """Mean cross-entropy and accuracy (a fraction) over the loader's examples (summed over ranks)."""
+             dist_info: DistInfo = DistInfo(), precision: str = "auto") -> dict[str, float]:
+    """Mean cross-entropy and accuracy (a fraction) over the loader's examples (summed over ranks), computed in
+    ``precision`` (:mod:`vitpe.engine.precision`)."""
     model.eval()
     loss_sum = correct = seen = 0.0
     for inputs, labels in loader.epoch(0):
-        with autocast(device):
+        with autocast(device, precision):
             logits = forward(model, inputs).float()
         loss_sum += F.cross_entropy(logits, labels, reduction="sum").item()
         correct += (logits.argmax(-1) == labels).sum().item()

@@ -1,0 +1,61 @@
+"""train.precision: bf16 autocast on the CPU when asked, float32 otherwise; reproducible either way."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import train
+from vitpe.engine.precision import PRECISIONS, autocast, uses_bf16
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = str(ROOT / "configs" / "smoke.yaml")
+TIMING_KEYS = {"img_per_s", "elapsed_s"}
+
+
+@pytest.mark.parametrize("precision, device, bf16", [
+    ("auto", "cpu", False), ("auto", "cuda", True), ("bf16", "cpu", True), ("bf16", "cuda", True),
+    ("fp32", "cpu", False), ("fp32", "cuda", False)])
+def test_which_precision_runs_bf16_where(precision, device, bf16):
+    assert uses_bf16(torch.device(device), precision) is bf16
+
+
+@pytest.mark.parametrize("precision, dtype", [("auto", torch.float32), ("bf16", torch.bfloat16),
+                                              ("fp32", torch.float32)])
+def test_the_cpu_matmul_runs_in_the_precision_asked_for(precision, dtype):
+    with autocast(torch.device("cpu"), precision):
+        assert torch.nn.functional.linear(torch.randn(2, 3), torch.randn(4, 3)).dtype == dtype
+
+
+def test_an_unknown_precision_is_refused():
+    with pytest.raises(ValueError, match="unknown precision 'fp16': one of auto, bf16, fp32"):
+        uses_bf16(torch.device("cpu"), "fp16")
+    assert PRECISIONS == ("auto", "bf16", "fp32")
+
+
+def _records(out: Path) -> list[dict]:
+    return [{k: v for k, v in json.loads(line).items() if k not in TIMING_KEYS}
+            for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("pe", ["rope_mixed", "cpb"])  # a rotary site and a bias site, each with a float32 island
+def test_a_bf16_cpu_run_is_reproducible_and_not_a_float32_run(tmp_path, pe):
+    def run(name: str, precision: str) -> list[dict]:
+        out = tmp_path / name
+        assert train.main(["--config", SMOKE, f"out_dir={out}", f"model.pe={pe}", "train.epochs=1",
+                           f"train.precision={precision}", "--no-progress"]) == 0
+        return _records(out)
+
+    first, again, float32 = run("a", "bf16"), run("b", "bf16"), run("c", "fp32")
+    assert first == again
+    assert first[0]["train_loss"] != float32[0]["train_loss"]  # bf16 rounding changes the path: it did run in bf16
+    assert abs(first[0]["train_loss"] - float32[0]["train_loss"]) < 0.05  # ... and only by rounding
+    assert "precision: bf16" in (tmp_path / "a" / "config.yaml").read_text()
+
+
+def test_a_precision_that_does_not_exist_stops_before_training(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert train.main(["--config", SMOKE, f"out_dir={out}", "train.precision=fp16", "--no-progress"]) == 2
+    assert capsys.readouterr().err.strip() == "error: train.precision must be one of auto, bf16, fp32"
+    assert not out.exists()
