@@ -174,6 +174,25 @@ def test_mean_pooling_benchmarks_both_models_with_the_recipes_head(tmp_path):
         bench.main(["--quick", "--out", str(tmp_path), "--pool", "avg"])
 
 
+def test_bf16_precision_reaches_every_timed_step_timm_and_vitpe_alike(tmp_path, monkeypatch):
+    asked = []  # the precision of every step function the run builds
+    real_train, real_infer = suites.train_step_fn, suites.infer_step_fn
+    monkeypatch.setattr(suites, "train_step_fn", lambda *a: asked.append(a[-1]) or real_train(*a))
+    monkeypatch.setattr(suites, "infer_step_fn", lambda *a, **k: asked.append(k.get("precision", a[-1]))
+                        or real_infer(*a, **k))
+    assert bench.main(["--quick", "--out", str(tmp_path), "--precision", "bf16", "--pes", "cpb", "--no-text",
+                       "--no-data"]) == 0
+    assert len(asked) >= 2 * 4 and set(asked) == {"bf16"}  # timm, none, cpb, the second none: train and infer
+    result = json.loads((tmp_path / "bench.json").read_text())
+    assert result["config"]["precision"] == "bf16" and ", bf16;" in (tmp_path / "bench.md").read_text()
+    assert bench_targets.describe_run(result).endswith(", bf16")
+    dtypes, linear = [], torch.nn.functional.linear  # the dtype a step's matrix product computes in
+    monkeypatch.setattr(torch.nn.functional, "linear", lambda *a: dtypes.append((y := linear(*a)).dtype) or y)
+    runner.train_step_fn(torch.nn.Linear(3, 4), (torch.randn(2, 3),), torch.tensor([0, 1]), torch.device("cpu"),
+                         "bf16")()
+    assert dtypes == [torch.bfloat16]
+
+
 def test_the_recipe_preset_and_threads_reach_the_run(tmp_path):
     out = tmp_path / "recipe"
     threads = torch.get_num_threads()

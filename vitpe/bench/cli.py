@@ -34,6 +34,7 @@ from vitpe.bench.targets import check_targets
 from vitpe.cli.arg_types import positive_float, positive_int, positive_int_list
 from vitpe.cli.exits import add_debug_flag, run_cli
 from vitpe.engine.cpu_malloc import keep_freed_memory
+from vitpe.engine.precision import PRECISIONS
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -55,6 +56,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.add_argument(f"--{name}", type=positive_int)
     parser.add_argument("--mlp-ratio", type=positive_float)
     parser.add_argument("--compile", action="store_true", help="torch.compile every model")
+    parser.add_argument("--precision", choices=PRECISIONS, default="auto",
+                        help="auto: bf16 autocast on CUDA, float32 on CPU; bf16 on either; fp32 (timm and vitpe alike)")
     parser.add_argument("--pool", choices=("cls", "mean"),
                         help="class token (default) or average pooling without one, the LayerNorm after the pool "
                              "(configs/cifar10.yaml's head; timm's global_pool='avg'), for vitpe and timm alike")
@@ -105,7 +108,7 @@ def run(args: argparse.Namespace) -> None:
                              f"text classifier's 1D PEs are timed unless --no-text)")
     if "none" not in pes:
         pes = ["none", *pes]
-    cfg.device, cfg.compile = args.device, args.compile
+    cfg.device, cfg.compile, cfg.precision = args.device, args.compile, args.precision
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda but no CUDA device is available")

@@ -21,6 +21,7 @@ class BenchConfig:
     text_batch: int = 64
     device: str = "cpu"
     compile: bool = False
+    precision: str = "auto"  # vitpe.engine.precision: auto (bf16 autocast on CUDA, float32 on CPU) | bf16 | fp32
     pool: str = "cls"  # "cls": class token (timm's default); "mean": average pooling without one (the recipe's head)
 
 

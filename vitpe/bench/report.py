@@ -18,7 +18,8 @@ def markdown(result: dict[str, Any]) -> str:
              f"timm {result['timm']}; device {cfg['device']}; ViT dim {cfg['dim']}, depth {cfg['depth']}, "
              f"heads {cfg['heads']}, MLP ratio {cfg['mlp_ratio']}, patch {cfg['patch_size']}, batch {cfg['batch']}, "
              f"{'average pooling' if cfg.get('pool') == 'mean' else 'class token'}"
-             f"{', compiled' if cfg.get('compile') else ''}; "
+             f"{', compiled' if cfg.get('compile') else ''}"
+             f"{', ' + cfg['precision'] if cfg.get('precision', 'auto') != 'auto' else ''}; "
              f"median of {cfg['repeats']} interleaved rounds of {cfg['steps']} steps; ratios paired within "
              f"rounds, {100 * CONFIDENCE:.0f}% bootstrap intervals in the targets.", "",
              "| PE | px | train img/s | vs timm | vs none | infer img/s | vs timm | vs none |"

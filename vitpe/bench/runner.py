@@ -2,9 +2,9 @@
 
 All variants of one measurement live in one process and are timed interleaved (A B C ... C A B ..., in a fresh seeded
 order each round), so machine noise hits them alike. A training step is forward, cross-entropy, backward and an AdamW
-step on a fixed batch; inference is a forward under ``torch.inference_mode``. On CUDA, steps run under bf16 autocast
-and are synchronised before the clock is read. Experiments time their own variants with the same functions
-(``benchmarks/ab.py``).
+step on a fixed batch; inference is a forward under ``torch.inference_mode``. Steps run in the precision asked for
+(:mod:`vitpe.engine.precision`: by default bf16 autocast on CUDA, float32 on CPU); on CUDA they are synchronised
+before the clock is read. Experiments time their own variants with the same functions (``benchmarks/ab.py``).
 """
 
 from __future__ import annotations
@@ -27,13 +27,14 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def train_step_fn(model: torch.nn.Module, inputs: tuple, labels: torch.Tensor, device: torch.device) -> Callable:
+def train_step_fn(model: torch.nn.Module, inputs: tuple, labels: torch.Tensor, device: torch.device,
+                  precision: str = "auto") -> Callable:
     """One forward + backward + AdamW step on a fixed batch."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     model.train()
 
     def step() -> None:
-        with autocast(device):
+        with autocast(device, precision):
             loss = F.cross_entropy(model(*inputs).float(), labels)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -43,11 +44,12 @@ def train_step_fn(model: torch.nn.Module, inputs: tuple, labels: torch.Tensor, d
 
 
 def infer_step_fn(model: torch.nn.Module, inputs: tuple, device: torch.device,
-                  no_grad: Callable[[], contextlib.AbstractContextManager] = torch.inference_mode) -> Callable:
+                  no_grad: Callable[[], contextlib.AbstractContextManager] = torch.inference_mode,
+                  precision: str = "auto") -> Callable:
     """One forward without autograd (``no_grad``: ``torch.no_grad`` to count its kernels, :mod:`vitpe.bench.kernels`)."""
     def step() -> None:
         model.eval()
-        with no_grad(), autocast(device):
+        with no_grad(), autocast(device, precision):
             model(*inputs)
 
     return step

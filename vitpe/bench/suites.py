@@ -56,15 +56,16 @@ def bench_vit(cfg: BenchConfig, pes: list[str], device: torch.device, log: Calla
                                fc_norm=cfg.pool == "mean", pe="none" if name == NOISE_REFERENCE else name)
         models = {name: _prepare(m, cfg, device) for name, m in models.items()}
         log(f"{size} px: training steps ({len(models)} variants interleaved)")
-        train_fns = {n: train_step_fn(m, (images,), labels, device) for n, m in models.items()}
+        train_fns = {n: train_step_fn(m, (images,), labels, device, cfg.precision) for n, m in models.items()}
         rounds = {"train": interleaved_rounds(train_fns, cfg, device)}
         log(f"{size} px: inference")
-        rounds["infer"] = interleaved_rounds({n: infer_step_fn(m, (images,), device) for n, m in models.items()},
+        rounds["infer"] = interleaved_rounds({n: infer_step_fn(m, (images,), device, precision=cfg.precision)
+                                                for n, m in models.items()},
                                              cfg, device)
         kernels = {}  # one more untimed step each; a compiled step's kernels are inductor's, not aten operations
         if not cfg.compile:
             kernels = {n: (kernels_per_step(train_fns[n]),
-                           kernels_per_step(infer_step_fn(m, (images,), device, torch.no_grad)))
+                           kernels_per_step(infer_step_fn(m, (images,), device, torch.no_grad, cfg.precision)))
                        for n, m in models.items()}
         for name in models:
             row: dict[str, Any] = {"pe": name, "img_size": size}
@@ -96,7 +97,7 @@ def bench_text(cfg: BenchConfig, device: torch.device, log: Callable[[str], None
     for pe in pes:
         model = _prepare(TextClassifier(1000, 2, max_len=cfg.text_len, dim=cfg.dim, depth=cfg.depth, heads=cfg.heads,
                                         mlp_ratio=cfg.mlp_ratio, pe=pe), cfg, device)
-        fns[pe] = train_step_fn(model, (tokens, mask), labels, device)
+        fns[pe] = train_step_fn(model, (tokens, mask), labels, device, cfg.precision)
     log(f"text: training steps ({len(fns)} PEs interleaved)")
     seconds = interleaved(fns, cfg, device)
     tokens_per_step = cfg.text_batch * cfg.text_len
@@ -128,7 +129,7 @@ def bench_data(cfg: BenchConfig, device: torch.device, data_root: str | None, lo
     images, labels = next(batches)
     log("data pipeline vs model step")
     seconds = interleaved({"data": lambda: loader.batch(torch.arange(cfg.batch), 0, 0),
-                           "model": train_step_fn(model, (images,), labels, device)}, cfg, device)
+                           "model": train_step_fn(model, (images,), labels, device, cfg.precision)}, cfg, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
     class _NoSchedule:

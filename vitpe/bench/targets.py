@@ -154,6 +154,8 @@ def describe_run(result: dict[str, Any]) -> str:
         parts.append(f"{threads} thread{'s' if threads > 1 else ''}")
     if cfg.get("compile"):
         parts.append("compiled")
+    if cfg.get("precision", "auto") != "auto":
+        parts.append(cfg["precision"])
     return ", ".join(parts)
 
 
