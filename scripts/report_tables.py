@@ -142,11 +142,11 @@ class RecipeRow:
 
 
 def loop_minutes_by_machine(root: Path) -> dict[frozenset[str], float]:
-    """The plain loop's mean wall time (minutes) on each machine it ran on: its finished runs in the grid and in
-    every lever's records (``results/recipe/*/timm_*``, the time anchor of ``LOOP_SEEDS``)."""
+    """The plain loop's mean wall time (minutes) on each machine it ran on: its finished float32 runs in the grid and
+    in every lever's records (``results/recipe/*/timm_*``, the time anchor of ``LOOP_SEEDS``)."""
     minutes: dict[frozenset[str], list[float]] = defaultdict(list)
     for run in map(read_run, sorted(f for f in (root / "results/recipe").glob("*/timm_*") if f.is_dir())):
-        if run.finished and "baseline" in run.config:
+        if run.finished and "baseline" in run.config and run.config.get("precision", "fp32") == "fp32":
             minutes[run.machines].append(run.minutes)
     return {machine: statistics.fmean(values) for machine, values in minutes.items()}
 

@@ -7,7 +7,9 @@ decay 0.05 (not on norms, biases or the position table: timm's own parameter gro
 clipping 1.0, one warm-up epoch then cosine to 1e-5 per step, batch 128, reflect-pad-4 random crop + horizontal flip
 applied to whole batches, the full test split evaluated after every epoch. It reads the same CIFAR-10 files as train.py
 and writes OUT/metrics.jsonl in train.py's format (``test_acc`` a fraction, ``elapsed_s`` training + evaluation,
-``machine`` the CPU and threads that ran the epoch).
+``machine`` the CPU and threads that ran the epoch). ``--precision bf16`` runs the same loop under bf16 autocast (the
+counterpart of ``train.precision=bf16``), labelled ``timm plain loop, bf16``: a row of its own, never the recipe's
+time anchor.
 
 After every epoch it also writes OUT/checkpoint.pt (model, optimiser, step, elapsed time and the generator that draws
 orders, crops and flips), so ``--resume`` continues an interrupted baseline from its last finished epoch with exactly
@@ -34,6 +36,7 @@ from vitpe.cli.arg_types import non_negative_int, positive_int
 from vitpe.data import DataError, channel_stats, load_cifar
 from vitpe.data.loader import random_crop, random_hflip
 from vitpe.engine.metrics_file import append_record, read_records, save_records
+from vitpe.engine.precision import autocast
 from vitpe.loading.checkpoint import save_atomic
 from vitpe.machine import described
 
@@ -55,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-limit", type=non_negative_int, default=0,
                         help="use the first N training images (0 = all)")
     parser.add_argument("--test-limit", type=non_negative_int, default=0, help="(0 = all)")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                        help="fp32: the plain loop; bf16: bf16 autocast on the CPU too (train.precision=bf16's "
+                             "counterpart), a row of its own: 'timm plain loop, bf16'")
     parser.add_argument("--resume", action="store_true", help="continue the baseline in --out from its checkpoint")
     args = parser.parse_args(argv)
     checkpoint_path, metrics_path = args.out / "checkpoint.pt", args.out / "metrics.jsonl"
@@ -80,7 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     optimizer = create_optimizer_v2(model, "adamw", lr=1e-3, weight_decay=0.05)
     scheduler = CosineLRScheduler(optimizer, t_initial=max((args.epochs - 1) * steps, 1), lr_min=1e-5, warmup_t=steps,
                                   warmup_lr_init=1e-5, warmup_prefix=True, t_in_epochs=False)
-    config = {**{k: v for k, v in vars(args).items() if k != "resume"}, "out": str(args.out), "baseline": BASELINE}
+    config = {**{k: v for k, v in vars(args).items() if k != "resume"}, "out": str(args.out),
+              "baseline": BASELINE if args.precision == "fp32" else f"{BASELINE}, {args.precision}"}
+    device = torch.device("cpu")
     g = torch.Generator().manual_seed(args.seed)
     step, first_epoch, elapsed_before = 0, 0, 0.0
     if args.resume:
@@ -105,8 +113,9 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(steps):
             idx = order[i * batch:(i + 1) * batch]
             x = (augment(train.images[idx], g) / 255 - mean) / std
-            logits = model(x)
-            loss = F.cross_entropy(logits, train.labels[idx], label_smoothing=0.1)
+            with autocast(device, args.precision):
+                logits = model(x)
+                loss = F.cross_entropy(logits.float(), train.labels[idx], label_smoothing=0.1)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -117,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             correct += (logits.argmax(-1) == train.labels[idx]).sum().item()
         model.eval()
         right = 0
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast(device, args.precision):
             for i in range(0, len(test), 500):
                 x = (test.images[i:i + 500].float() / 255 - mean) / std
                 right += (model(x).argmax(-1) == test.labels[i:i + 500]).sum().item()

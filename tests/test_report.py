@@ -105,6 +105,9 @@ def test_a_levers_loop_run_anchors_wall_times_on_its_machine(tmp_path):
     _recipe_run(recipe / "convstem", "cpb_s0", "cpb", 24, 0.80, "B")
     _recipe_run(recipe / "convstem", "cpb_s1", "cpb", 40, 0.80, "A")
     _recipe_run(recipe / "convstem", "cpb_s2", "cpb", 9, 0.80, "C")  # no loop on C
+    _recipe_run(recipe / "loop_bf16", "timm_s0", None, 20, 0.70, "A")  # the loop in bf16: a row, never the anchor
+    config = recipe / "loop_bf16/timm_s0/config.json"
+    config.write_text('{"baseline": "timm plain loop, bf16", "precision": "bf16", "epochs": 1}')
     loops = loop_minutes_by_machine(tmp_path)
     assert loops == {frozenset({"A"}): 50, frozenset({"B"}): 30}
     runs = [read_run(recipe / "convstem" / f"cpb_s{s}") for s in range(3)]

@@ -155,7 +155,6 @@ DATA = Path(os.environ.get("VITPE_DATA", ROOT / ".." / "shared" / "data"))
 
 
 @pytest.mark.skipif(not (DATA / "cifar-10-batches-py").is_dir(), reason="CIFAR-10 not in VITPE_DATA")
-@pytest.mark.skipif(not (DATA / "cifar-10-batches-py").is_dir(), reason="CIFAR-10 not in VITPE_DATA")
 def test_timm_baseline_resumes_to_the_uninterrupted_numbers(tmp_path):
     whole, cut = tmp_path / "whole", tmp_path / "cut"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}  # every run with the same threads: the same float sums
@@ -184,6 +183,13 @@ def test_timm_baseline_resumes_to_the_uninterrupted_numbers(tmp_path):
     records = [[{k: json.loads(line)[k] for k in keys} for line in (r / "metrics.jsonl").read_text().splitlines()]
                for r in (whole, cut)]
     assert records[0] == records[1] and len(records[0]) == 3
+
+    bf16 = tmp_path / "bf16"  # the same loop under bf16 autocast: its own label, and it did compute in bf16
+    assert subprocess.run(baseline(bf16, "--precision", "bf16"), env=env, capture_output=True).returncode == 0
+    config = json.loads((bf16 / "config.json").read_text())
+    assert config["baseline"] == "timm plain loop, bf16" and config["precision"] == "bf16"
+    first = json.loads((bf16 / "metrics.jsonl").read_text().splitlines()[0])["train_loss"]
+    assert first != records[0][0]["train_loss"] and abs(first - records[0][0]["train_loss"]) < 0.05
 
 
 def _records(runs: dict[str, float], n: int = 100) -> list[dict]:
