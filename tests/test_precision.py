@@ -59,3 +59,21 @@ def test_a_precision_that_does_not_exist_stops_before_training(tmp_path, capsys)
     assert train.main(["--config", SMOKE, f"out_dir={out}", "train.precision=fp16", "--no-progress"]) == 2
     assert capsys.readouterr().err.strip() == "error: train.precision must be one of auto, bf16, fp32"
     assert not out.exists()
+
+
+def test_bf16_on_the_cpu_attends_in_float32_and_the_rest_in_bf16(monkeypatch):
+    from vitpe.models import attention
+    from vitpe.models.vit import ViT
+
+    seen = []  # the dtype SDPA attends in, and whether autocast was on around it
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(attention.F, "scaled_dot_product_attention",
+                        lambda q, *a, **k: seen.append((q.dtype, torch.is_autocast_enabled("cpu"))) or sdpa(q, *a, **k))
+    model = ViT(img_size=16, patch_size=4, num_classes=10, dim=32, depth=2, heads=2, pe="learnable")
+    with autocast(torch.device("cpu"), "bf16"):
+        logits = model(torch.randn(2, 3, 16, 16))
+    assert seen == [(torch.float32, False)] * 2 and logits.dtype == torch.bfloat16  # the head ran in bf16
+    logits.float().sum().backward()
+    seen.clear()
+    model(torch.randn(2, 3, 16, 16))  # float32 as before, autocast untouched
+    assert seen == [(torch.float32, False)] * 2
