@@ -178,8 +178,7 @@ def test_bf16_precision_reaches_every_timed_step_timm_and_vitpe_alike(tmp_path, 
     asked = []  # the precision of every step function the run builds
     real_train, real_infer = suites.train_step_fn, suites.infer_step_fn
     monkeypatch.setattr(suites, "train_step_fn", lambda *a: asked.append(a[-1]) or real_train(*a))
-    monkeypatch.setattr(suites, "infer_step_fn", lambda *a, **k: asked.append(k.get("precision", a[-1]))
-                        or real_infer(*a, **k))
+    monkeypatch.setattr(suites, "infer_step_fn", lambda *a, **k: asked.append(k["precision"]) or real_infer(*a, **k))
     assert bench.main(["--quick", "--out", str(tmp_path), "--precision", "bf16", "--pes", "cpb", "--no-text",
                        "--no-data"]) == 0
     assert len(asked) >= 2 * 4 and set(asked) == {"bf16"}  # timm, none, cpb, the second none: train and infer

@@ -1,17 +1,16 @@
 """train.precision: bf16 autocast on the CPU when asked, float32 otherwise; reproducible either way."""
 
-import json
 from pathlib import Path
 
 import pytest
 import torch
 
 import train
+from test_reliability import records
 from vitpe.engine.precision import PRECISIONS, autocast, uses_bf16
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
-TIMING_KEYS = {"img_per_s", "elapsed_s"}
 
 
 @pytest.mark.parametrize("precision, device, bf16", [
@@ -34,18 +33,13 @@ def test_an_unknown_precision_is_refused():
     assert PRECISIONS == ("auto", "bf16", "fp32")
 
 
-def _records(out: Path) -> list[dict]:
-    return [{k: v for k, v in json.loads(line).items() if k not in TIMING_KEYS}
-            for line in (out / "metrics.jsonl").read_text().splitlines()]
-
-
 @pytest.mark.parametrize("pe", ["rope_mixed", "cpb"])  # a rotary site and a bias site, each with a float32 island
 def test_a_bf16_cpu_run_is_reproducible_and_not_a_float32_run(tmp_path, pe):
     def run(name: str, precision: str) -> list[dict]:
         out = tmp_path / name
         assert train.main(["--config", SMOKE, f"out_dir={out}", f"model.pe={pe}", "train.epochs=1",
                            f"train.precision={precision}", "--no-progress"]) == 0
-        return _records(out)
+        return records(out)  # metrics without the timings
 
     first, again, float32 = run("a", "bf16"), run("b", "bf16"), run("c", "fp32")
     assert first == again

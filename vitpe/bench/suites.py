@@ -64,8 +64,8 @@ def bench_vit(cfg: BenchConfig, pes: list[str], device: torch.device, log: Calla
                                              cfg, device)
         kernels = {}  # one more untimed step each; a compiled step's kernels are inductor's, not aten operations
         if not cfg.compile:
-            kernels = {n: (kernels_per_step(train_fns[n]),
-                           kernels_per_step(infer_step_fn(m, (images,), device, torch.no_grad, cfg.precision)))
+            kernels = {n: (kernels_per_step(train_fns[n]), kernels_per_step(
+                               infer_step_fn(m, (images,), device, torch.no_grad, precision=cfg.precision)))
                        for n, m in models.items()}
         for name in models:
             row: dict[str, Any] = {"pe": name, "img_size": size}

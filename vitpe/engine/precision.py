@@ -4,8 +4,9 @@
 the option). ``bf16`` is bf16 autocast on either device: on a CPU with bf16 instructions (AVX512-BF16, AMX) a small
 ViT's training step takes about two thirds of its float32 time, and CPU runs stay reproducible (same config, seed and
 threads: same numbers). ``fp32`` turns autocast off everywhere. Weights, optimiser state and the loss stay float32;
-the PE sites keep their own float32 islands (RoPE angles, attention biases: :mod:`vitpe.pe.sites`), and on the CPU
-attention through SDPA runs in float32 (:mod:`vitpe.models.attention`: its CPU kernel is slower in bf16).
+the PE sites compute RoPE's angles and attention biases in float32 (:mod:`vitpe.pe.sites`; a bias is then cast once
+to the attention's dtype), and on the CPU attention through SDPA runs in float32 (:mod:`vitpe.models.attention`: its
+CPU kernel is slower in bf16).
 """
 
 from __future__ import annotations
