@@ -37,6 +37,7 @@ from vitpe.engine.distributed import DistInfo, all_reduce_sum, init_distributed,
 from vitpe.engine.loop import TrainState, evaluate, train_one_epoch
 from vitpe.engine.metrics_file import append_record, read_records, save_records
 from vitpe.engine.optimizer import build_optimizer, build_scheduler
+from vitpe.engine.precision import emulated_bf16_note
 from vitpe.engine.preemption import Preempted, StopRequests
 from vitpe.engine.run_lock import RunLock, RunLockedError
 from vitpe.loading.checkpoint import LAYOUT_ENTRIES, CheckpointError, load_checkpoint, save_atomic, upgrade_checkpoint
@@ -117,6 +118,8 @@ def run(args: argparse.Namespace, stops: StopRequests) -> None:
         raise ConfigError("train.device is cuda but no CUDA device is available; use train.device=cpu")
     if t.threads:
         torch.set_num_threads(t.threads)
+    if note := emulated_bf16_note(device, t.precision):
+        notes.append(note)
     keep_freed_memory(device)
     dist_info = init_distributed(device.type)
     if device.type == "cuda":

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The CIFAR-10 recipe against the plain timm loop, side by side: for every seed, scripts/timm_baseline.py and
-# configs/cifar10.yaml with each PE, two trainings at a time with one thread each on the same machine (a baseline
-# and a recipe run share the machine, so their wall times compare), then one table (scripts/summarise.py: accuracy
-# and wall time, mean ± std over seeds, wall time relative to the baseline's).
+# configs/cifar10.yaml (CONFIG=configs/cifar10_17ep.yaml: the recipe of RESULTS.md's PE grid) with each PE, two
+# trainings at a time with one thread each on the same machine (a baseline and a recipe run share the machine, so
+# their wall times compare), then one table (scripts/summarise.py: accuracy and wall time, mean ± std over seeds,
+# wall time relative to the baseline's).
 #
 #   VITPE_DATA=/path/to/data [PYTHON=python] [JOBS=2] [SEEDS="0 1 2"] [PES="learnable sincos rope_mixed cpb"] \
 #     [CONFIG=configs/cifar10.yaml] [EXTRA="key=value ..."] [TIMM_EPOCHS=10] [TIMM_ARGS="--train-limit N ..."] \

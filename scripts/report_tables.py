@@ -141,14 +141,20 @@ class RecipeRow:
     loop: bool
 
 
-def loop_minutes_by_machine(root: Path) -> dict[frozenset[str], float]:
-    """The plain loop's mean wall time (minutes) on each machine it ran on: its finished float32 runs in the grid and
-    in every lever's records (``results/recipe/*/timm_*``, the time anchor of ``LOOP_SEEDS``)."""
-    minutes: dict[frozenset[str], list[float]] = defaultdict(list)
+def loop_runs_by_machine(root: Path, precision: str = "fp32") -> dict[frozenset[str], list[Run]]:
+    """The plain loop's finished runs in ``precision`` on each machine they ran on, from the grid and every lever's
+    records (``results/recipe/*/timm_*``; a lever's ``LOOP_SEEDS`` run is its time anchor)."""
+    runs: dict[frozenset[str], list[Run]] = defaultdict(list)
     for run in map(read_run, sorted(f for f in (root / "results/recipe").glob("*/timm_*") if f.is_dir())):
-        if run.finished and "baseline" in run.config and run.config.get("precision", "fp32") == "fp32":
-            minutes[run.machines].append(run.minutes)
-    return {machine: statistics.fmean(values) for machine, values in minutes.items()}
+        if run.finished and "baseline" in run.config and run.config.get("precision", "fp32") == precision:
+            runs[run.machines].append(run)
+    return runs
+
+
+def loop_minutes_by_machine(root: Path) -> dict[frozenset[str], float]:
+    """The float32 loop's mean wall time (minutes) on each machine it ran on (:func:`loop_runs_by_machine`): the
+    anchor every recipe run's wall time is divided by; the bf16 loop is a row of its own, never the anchor."""
+    return {machine: statistics.fmean(r.minutes for r in runs) for machine, runs in loop_runs_by_machine(root).items()}
 
 
 def loop_ratios(runs: list[Run], loop_minutes: dict[frozenset[str], float]) -> list[float]:
@@ -164,7 +170,7 @@ def against_loop(runs: list[Run], loop_minutes: dict[frozenset[str], float]) -> 
 
 
 def recipe_grid(root: Path) -> tuple[list[RecipeRow], dict[str, str]]:
-    """The recipe grid (configs/cifar10.yaml with every 2D PE, three seeds, and the plain timm loop): loop rows
+    """The recipe grid (configs/cifar10_17ep.yaml with every 2D PE, three seeds, and the plain timm loop): loop rows
     first (one per machine it ran on), then the PEs, best first; and the notes under the table (``machines``,
     ``partial``, ``waiting``). Wall times compare only within a machine: each run's against the mean of the loop's
     runs on the same machine (machines are lettered; the grid's first runs did not record theirs)."""
@@ -278,7 +284,7 @@ def recipe_ablation(root: Path) -> str:
         ("+ progressive resizing (`learnable`)", "16 / 20 / 24 / 28 / 32 px for 5 / 4 / 3 / 3 / 2 epochs",
          "17", [base / f"grid/learnable_s{s}" for s in SEEDS]),
         ("+ `rope_mixed`", "the PE", "17", [base / f"grid/rope_mixed_s{s}" for s in SEEDS]),
-        ("`cpb` instead (configs/cifar10.yaml)", "the PE", "17", [base / f"grid/cpb_s{s}" for s in SEEDS]),
+        ("`cpb` instead (configs/cifar10_17ep.yaml)", "the PE", "17", [base / f"grid/cpb_s{s}" for s in SEEDS]),
     ]
     loop_minutes = loop_minutes_by_machine(root)
     rows = []
@@ -292,13 +298,14 @@ def recipe_ablation(root: Path) -> str:
 
 
 #: The levers tried toward 80%, each a folder of results/recipe/ holding its runs (``<pe>_s<seed>``), with the
-#: configuration it adds to configs/cifar10.yaml; "grid" is the recipe itself.
+#: configuration it adds to configs/cifar10_17ep.yaml (the PE grid's recipe, folder "grid"); the last is
+#: configs/cifar10.yaml, the current recipe.
 LEVERS = (
-    ("the recipe", "configs/cifar10.yaml", "grid"),
+    ("the recipe of the PE grid", "configs/cifar10_17ep.yaml", "grid"),
     ("+ convolutional stem, depth 5", "`model.stem=conv model.depth=5`: two 3 × 3 stride-2 convolutions make the "
      "patches; one block fewer pays for them", "convstem"),
     ("+ bf16 on the CPU, 24 epochs", "and `train.precision=bf16 train.epochs=24`: bf16 autocast makes a step about "
-     "a third cheaper, spent on 7 more epochs (16 → 32 px as 7, 6, 4, 4, 3)", "bf16_24ep"),
+     "a third cheaper, spent on 7 more epochs (16 → 32 px as 7, 6, 4, 4, 3): configs/cifar10.yaml", "bf16_24ep"),
 )
 #: What the improved recipe must reach, mean of three seeds, in no more wall time than the plain loop.
 LEVER_GOALS = {"cpb": 80.0, "learnable": 75.0}
@@ -333,6 +340,56 @@ def recipe_levers(root: Path) -> str:
     for pe in LEVER_GOALS:
         header += [f"`{pe}`: test acc. (%), seeds 0 / 1 / 2", "mean ± std", "wall / the loop's"]
     return markdown(header, rows) + "\n" + line + "\n"
+
+
+#: The improved recipe's records: its runs side by side (one thread each), the same config one run at a time with
+#: both threads (with the loop run that way, its anchor there), and the loop under bf16 autocast side by side.
+ANCHOR_FOLDERS = ("bf16_24ep", "bf16_24ep_threads2", "loop_bf16")
+
+
+def recipe_anchors(root: Path) -> str:
+    """The improved recipe (the last lever, :data:`ANCHOR_FOLDERS`) against the plain loop in float32 and in bf16, on
+    each machine and thread count it ran on (a machine names its threads): one row per loop and per PE, with the
+    recipe's wall time over each loop's mean on the same machine."""
+    recipe = root / "results/recipe"
+    fp32, bf16 = loop_runs_by_machine(root), loop_runs_by_machine(root, "bf16")
+    lever: dict[frozenset[str], dict[str, list[Run]]] = defaultdict(lambda: defaultdict(list))
+    for folder in ANCHOR_FOLDERS:
+        for run in (read_run(f) for f in sorted((recipe / folder).glob("*_s[0-9]*")) if f.is_dir()):
+            if run.finished and "baseline" not in run.config:
+                lever[run.machines][run.config["model"]["pe"]].append(run)
+    rows = []
+    for machine in sorted(lever, key=sorted):
+        loops = {"float32": fp32.get(machine, []), "bf16": bf16.get(machine, [])}
+        named = [(f"plain timm loop, {kind}", runs) for kind, runs in loops.items() if runs]
+        named += [(f"the recipe, `{pe}`", lever[machine][pe]) for pe in LEVER_GOALS if lever[machine][pe]]
+        for label, runs in named:
+            minutes = statistics.fmean(r.minutes for r in runs)
+            ratios = [f"{minutes / statistics.fmean(r.minutes for r in loops[kind]):.2f}" if loops[kind] else "—"
+                      for kind in loops]
+            rows.append(["; ".join(sorted(machine)), label, ", ".join(str(r.seed) for r in runs),
+                         mean_std([r.accuracy for r in runs]), f"{minutes:.1f}", *ratios])
+    return markdown(["machine", "run", "seeds", "test acc. (%), mean ± std", "wall (min), mean",
+                     "wall / the float32 loop's", "wall / the bf16 loop's"], rows)
+
+
+def recipe_current_short(root: Path) -> str:
+    """The README's line on the current recipe (the last lever): each goal PE's accuracy over its seeds and wall time
+    against the float32 loop side by side, and, where it ran so, one run at a time with both threads."""
+    loop_minutes = loop_minutes_by_machine(root)
+    folder = root / "results/recipe" / LEVERS[-1][2]
+    parts, ratios = [], []
+    for pe in LEVER_GOALS:
+        runs = [r for f in sorted(folder.glob(f"{pe}_s[0-9]*")) if (r := read_run(f)).finished]
+        seeds = f"{len(runs)} seed{'s' if len(runs) != 1 else ''}"
+        parts.append(f"`{pe}` {mean_std([r.accuracy for r in runs])}% ({seeds})")  # CIFAR-10's test split
+        ratios.append(against_loop(runs, loop_minutes))
+    alone = [r for f in sorted((root / "results/recipe" / f"{LEVERS[-1][2]}_threads2").glob("*_s[0-9]*"))
+             if "baseline" not in (r := read_run(f)).config and r.finished]
+    both = (f"; `{alone[0].config['model']['pe']}` {against_loop(alone, loop_minutes)} one run at a time with both "
+            f"threads" if alone else "")
+    return (f"`configs/cifar10.yaml` (conv stem, bf16, 24 epochs): {', '.join(parts)}, in {' / '.join(ratios)} of the "
+            f"plain loop's wall time side by side{both}.\n")
 
 
 def recipe_diagnostic(root: Path) -> str:
@@ -670,6 +727,8 @@ TABLES: dict[str, Callable[[Path], str]] = {
     "recipe-pes-short": recipe_pes_short,
     "recipe-ablation": recipe_ablation,
     "recipe-levers": recipe_levers,
+    "recipe-anchors": recipe_anchors,
+    "recipe-current-short": recipe_current_short,
     "pe-order": pe_order,
     "recipe-diagnostic": recipe_diagnostic,
     "recipe-gpu": recipe_gpu,

@@ -166,8 +166,9 @@ def test_a_composed_pe_takes_each_members_options_and_resize():
 
 
 @pytest.mark.parametrize("epochs, sizes, schedule", [
-    (17, [16, 20, 24, 28, 32], [5, 4, 3, 3, 2]),   # the config's own
-    (34, [16, 20, 24, 28, 32], [10, 8, 6, 6, 4]),  # twice as long: every share kept exactly
+    (24, [16, 20, 24, 28, 32], [7, 6, 4, 4, 3]),   # the config's own
+    (48, [16, 20, 24, 28, 32], [14, 12, 8, 8, 6]),  # twice as long: every share kept exactly
+    (17, [16, 20, 24, 28, 32], [5, 4, 3, 3, 2]),   # the 17-epoch recipe's schedule (configs/cifar10_17ep.yaml)
     (10, [16, 20, 24, 28, 32], [3, 2, 2, 2, 1]),
     (2, [20, 32], [1, 1]),                          # sizes left without an epoch drop out
     (1, [32], [1]),                                 # the final size keeps its epoch
@@ -176,7 +177,7 @@ def test_train_epochs_scales_a_progressive_schedule(epochs, sizes, schedule):
     notes = []
     config = load_config("configs/cifar10.yaml", [f"train.epochs={epochs}"], notes=notes)
     assert (config.train.epochs, config.train.img_sizes, config.train.img_size_epochs) == (epochs, sizes, schedule)
-    assert bool(notes) == (epochs != 17)
+    assert bool(notes) == (epochs != 24)
     if notes:
         assert f"scaled to {epochs} epochs" in notes[0] and f"train.img_size_epochs={schedule}" in notes[0]
 

@@ -7,7 +7,8 @@ import torch
 
 import train
 from test_reliability import records
-from vitpe.engine.precision import PRECISIONS, autocast, uses_bf16
+from vitpe.engine import precision as precision_module
+from vitpe.engine.precision import PRECISIONS, autocast, emulated_bf16_note, uses_bf16
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
@@ -71,3 +72,27 @@ def test_bf16_on_the_cpu_attends_in_float32_and_the_rest_in_bf16(monkeypatch):
     seen.clear()
     model(torch.randn(2, 3, 16, 16))  # float32 as before, autocast untouched
     assert seen == [(torch.float32, False)] * 2
+
+
+@pytest.mark.parametrize("flags, device, precision, noted", [
+    ({"avx2", "fma"}, "cpu", "bf16", True),               # x86 without bf16 instructions: emulated
+    ({"avx512f", "avx512_bf16"}, "cpu", "bf16", False),
+    ({"amx_tile", "amx_bf16"}, "cpu", "bf16", False),
+    ({"fp", "asimd", "bf16"}, "cpu", "bf16", False),      # Arm's BF16 extension
+    (set(), "cpu", "bf16", False),                        # flags unknown: nothing claimed
+    ({"avx2"}, "cpu", "fp32", False), ({"avx2"}, "cpu", "auto", False), ({"avx2"}, "cuda", "bf16", False)])
+def test_bf16_on_a_cpu_without_bf16_instructions_gets_a_note(monkeypatch, flags, device, precision, noted):
+    monkeypatch.setattr(precision_module, "cpu_flags", lambda: frozenset(flags))
+    note = emulated_bf16_note(torch.device(device), precision)
+    assert (note is not None) is noted
+    if noted:
+        assert note.startswith("note: train.precision=bf16 on a CPU without bf16 instructions") and "fp32" in note
+
+
+def test_train_py_prints_the_note_and_trains_anyway(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(precision_module, "cpu_flags", lambda: frozenset({"avx2"}))
+    out = tmp_path / "run"
+    assert train.main(["--config", SMOKE, f"out_dir={out}", "train.epochs=1", "train.precision=bf16",
+                       "--no-progress"]) == 0
+    assert "note: train.precision=bf16 on a CPU without bf16 instructions" in capsys.readouterr().out
+    assert len(records(out)) == 1

@@ -141,6 +141,36 @@ def test_a_lever_meets_the_goal_only_with_every_pe_over_three_seeds_within_the_l
     assert "convolutional stem" not in recipe_levers(tmp_path)
 
 
+def test_the_improved_recipe_is_set_against_each_loop_on_its_own_machine_and_threads(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from report_tables import recipe_anchors, recipe_current_short
+
+    recipe = tmp_path / "results/recipe"
+    one, two = "cpu, 1 thread", "cpu, 2 threads"
+    _recipe_run(recipe / "grid", "timm_s0", None, 60, 0.71, one)
+    _recipe_run(recipe / "grid", "timm_s1", None, 40, 0.71, one)  # the float32 loop on `one`: 50 min on average
+    _recipe_run(recipe / "bf16_24ep", "cpb_s0", "cpb", 40, 0.82, one)
+    _recipe_run(recipe / "bf16_24ep", "cpb_s1", "cpb", 30, 0.80, one)
+    _recipe_run(recipe / "bf16_24ep", "learnable_s2", "learnable", 10, 0.70, "another machine")  # no loop there
+    _recipe_run(recipe / "loop_bf16", "timm_s0", None, 35, 0.70, one)
+    (recipe / "loop_bf16/timm_s0/config.json").write_text('{"baseline": "timm plain loop, bf16", "precision": "bf16"}')
+    _recipe_run(recipe / "bf16_24ep_threads2", "timm_s0", None, 25, 0.71, two)
+    _recipe_run(recipe / "bf16_24ep_threads2", "cpb_s0", "cpb", 20, 0.81, two)
+    _recipe_run(recipe / "bf16_24ep_threads2", "cpb_s1", "cpb", 30, 0.81, two)  # unfinished: left out
+    (recipe / "bf16_24ep_threads2/cpb_s1/config.yaml").write_text("model:\n  pe: cpb\ntrain:\n  epochs: 2\n")
+    rows = [line.strip("| ").split(" | ") for line in recipe_anchors(tmp_path).splitlines()[2:]]
+    assert rows == [
+        ["another machine", "the recipe, `learnable`", "2", "70.0", "10.0", "—", "—"],
+        [one, "plain timm loop, float32", "0, 1", "71.0 ± 0.0", "50.0", "1.00", "1.43"],
+        [one, "plain timm loop, bf16", "0", "70.0", "35.0", "0.70", "1.00"],
+        [one, "the recipe, `cpb`", "0, 1", "81.0 ± 1.4", "35.0", "0.70", "1.00"],
+        [two, "plain timm loop, float32", "0", "71.0", "25.0", "1.00", "—"],
+        [two, "the recipe, `cpb`", "0", "81.0", "20.0", "0.80", "—"]]
+    assert recipe_current_short(tmp_path) == (
+        "`configs/cifar10.yaml` (conv stem, bf16, 24 epochs): `cpb` 81.0 ± 1.4% (2 seeds), `learnable` 70.0% (1 seed), "
+        "in 0.70 / — of the plain loop's wall time side by side; `cpb` 0.80 one run at a time with both threads.\n")
+
+
 def test_spearman_ranks_orders_over_the_shared_keys():
     sys.path.insert(0, str(ROOT / "scripts"))
     from report_tables import spearman

@@ -29,6 +29,18 @@ def cpu_model() -> dict[str, str]:
     return info
 
 
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags as Linux lists them (``flags`` on x86, ``Features`` on Arm, in ``/proc/cpuinfo``);
+    empty where they cannot be read, so a caller cannot tell a missing feature from an unknown one."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
 def machine() -> dict[str, Any]:
     info = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
             "python": platform.python_version(), "cpu_threads": torch.get_num_threads(), **cpu_model()}

@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import torch
 
+from vitpe.machine import cpu_flags
+
 PRECISIONS = ("auto", "bf16", "fp32")
+#: The CPU flags of bf16 instructions: AVX512-BF16 and AMX on x86, the BF16 extension on Arm.
+BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
 
 
 def uses_bf16(device: torch.device, precision: str = "auto") -> bool:
@@ -26,3 +30,14 @@ def uses_bf16(device: torch.device, precision: str = "auto") -> bool:
 def autocast(device: torch.device, precision: str = "auto") -> torch.autocast:
     """The autocast context ``precision`` asks for on ``device`` (a disabled one for float32)."""
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=uses_bf16(device, precision))
+
+
+def emulated_bf16_note(device: torch.device, precision: str) -> str | None:
+    """A note for a run that asks for bf16 autocast on a CPU whose flags name no bf16 instructions (there autocast
+    emulates them, which can cost more than it saves); None elsewhere, and where the flags cannot be read."""
+    flags = cpu_flags()
+    if device.type != "cpu" or not uses_bf16(device, precision) or not flags or flags & BF16_CPU_FLAGS:
+        return None
+    return ("note: train.precision=bf16 on a CPU without bf16 instructions (no avx512_bf16, amx_bf16 or bf16 among "
+            "its flags): autocast emulates them and can be slower than float32; compare an epoch with "
+            "train.precision=fp32")
