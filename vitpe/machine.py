@@ -31,7 +31,7 @@ def cpu_model() -> dict[str, str]:
 
 def cpu_flags() -> frozenset[str]:
     """The CPU's feature flags as Linux lists them (``flags`` on x86, ``Features`` on Arm, in ``/proc/cpuinfo``);
-    empty where they cannot be read, so a caller cannot tell a missing feature from an unknown one."""
+    empty where they cannot be read: then nothing is known either way, and callers should claim nothing."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith(("flags", "Features")):
