@@ -243,7 +243,7 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
 
     # ---- loop
     rate_key = "seq_per_s" if config.task == "text" else "img_per_s"
-    machine = described(device)  # every epoch says what ran it: wall times compare only on one kind of machine
+    machine = described(device, dist_info.world)  # every epoch says what ran it: times compare on one kind only
     while state.epoch < t.epochs:
         started = time.perf_counter()  # when this epoch (or its resumed part) began; checkpoint() reads it too
         train_metrics = train_one_epoch(

@@ -157,9 +157,20 @@ def loop_minutes_by_machine(root: Path) -> dict[frozenset[str], float]:
     return {machine: statistics.fmean(r.minutes for r in runs) for machine, runs in loop_runs_by_machine(root).items()}
 
 
+ONE_THREAD_PROCESSES = re.compile(r", (\d+) processes × 1 thread$")
+
+
+def anchor_machine(machines: frozenset[str]) -> frozenset[str]:
+    """Where a run's time anchor ran: its own machine, except that a run of N one-thread processes (torchrun) is
+    anchored on the loop with N threads on the same CPU, as both use N cores."""
+    return frozenset(ONE_THREAD_PROCESSES.sub(r", \1 threads", m) for m in machines)
+
+
 def loop_ratios(runs: list[Run], loop_minutes: dict[frozenset[str], float]) -> list[float]:
-    """Each run's wall time over the loop's mean on the run's own machine, for the runs whose machine ran the loop."""
-    return [r.minutes / loop_minutes[r.machines] for r in runs if r.machines in loop_minutes]
+    """Each run's wall time over the loop's mean on the run's own machine (:func:`anchor_machine`), for the runs
+    whose machine ran the loop."""
+    return [r.minutes / loop_minutes[anchor_machine(r.machines)] for r in runs
+            if anchor_machine(r.machines) in loop_minutes]
 
 
 def against_loop(runs: list[Run], loop_minutes: dict[frozenset[str], float]) -> str:
@@ -343,8 +354,9 @@ def recipe_levers(root: Path) -> str:
 
 
 #: The improved recipe's records: its runs side by side (one thread each), the same config one run at a time with
-#: both threads (with the loop run that way, its anchor there), and the loop under bf16 autocast side by side.
-ANCHOR_FOLDERS = ("bf16_24ep", "bf16_24ep_threads2", "loop_bf16")
+#: both threads (with the loop run that way, its anchor there) and as two one-thread processes (torchrun, half the
+#: batch per rank), and the loop under bf16 autocast side by side.
+ANCHOR_FOLDERS = ("bf16_24ep", "bf16_24ep_threads2", "bf16_24ep_torchrun2", "loop_bf16")
 
 
 def recipe_anchors(root: Path) -> str:
@@ -360,8 +372,9 @@ def recipe_anchors(root: Path) -> str:
                 lever[run.machines][run.config["model"]["pe"]].append(run)
     rows = []
     for machine in sorted(lever, key=sorted):
-        loops = {"float32": fp32.get(machine, []), "bf16": bf16.get(machine, [])}
-        named = [(f"plain timm loop, {kind}", runs) for kind, runs in loops.items() if runs]
+        loops = {"float32": fp32.get(anchor_machine(machine), []), "bf16": bf16.get(anchor_machine(machine), [])}
+        named = [(f"plain timm loop, {kind}", runs) for kind, runs in loops.items()
+                 if runs and anchor_machine(machine) == machine]  # a torchrun run's loop shows on its own machine
         named += [(f"the recipe, `{pe}`", lever[machine][pe]) for pe in LEVER_GOALS if lever[machine][pe]]
         for label, runs in named:
             minutes = statistics.fmean(r.minutes for r in runs)
@@ -384,10 +397,13 @@ def recipe_current_short(root: Path) -> str:
         seeds = f"{len(runs)} seed{'s' if len(runs) != 1 else ''}"
         parts.append(f"`{pe}` {mean_std([r.accuracy for r in runs])}% ({seeds})")  # CIFAR-10's test split
         ratios.append(against_loop(runs, loop_minutes))
-    alone = [r for f in sorted((root / "results/recipe" / f"{LEVERS[-1][2]}_threads2").glob("*_s[0-9]*"))
-             if "baseline" not in (r := read_run(f)).config and r.finished]
-    both = (f"; `{alone[0].config['model']['pe']}` {against_loop(alone, loop_minutes)} one run at a time with both "
-            f"threads" if alone else "")
+    alone = []  # one run at a time on both cores: two threads, or two one-thread processes
+    for suffix, how in (("threads2", "with both threads"), ("torchrun2", "as two one-thread processes (torchrun)")):
+        runs = [r for f in sorted((root / "results/recipe" / f"{LEVERS[-1][2]}_{suffix}").glob("*_s[0-9]*"))
+                if "baseline" not in (r := read_run(f)).config and r.finished]
+        if runs:
+            alone.append(f"`{runs[0].config['model']['pe']}` {against_loop(runs, loop_minutes)} {how}")
+    both = f"; one run at a time, {', '.join(alone)}" if alone else ""
     return (f"`configs/cifar10.yaml` (conv stem, bf16, 24 epochs): {', '.join(parts)}, in {' / '.join(ratios)} of the "
             f"plain loop's wall time side by side{both}.\n")
 

@@ -158,17 +158,20 @@ def test_the_improved_recipe_is_set_against_each_loop_on_its_own_machine_and_thr
     _recipe_run(recipe / "bf16_24ep_threads2", "cpb_s0", "cpb", 20, 0.81, two)
     _recipe_run(recipe / "bf16_24ep_threads2", "cpb_s1", "cpb", 30, 0.81, two)  # unfinished: left out
     (recipe / "bf16_24ep_threads2/cpb_s1/config.yaml").write_text("model:\n  pe: cpb\ntrain:\n  epochs: 2\n")
+    _recipe_run(recipe / "bf16_24ep_torchrun2", "cpb_s0", "cpb", 15, 0.80, "cpu, 2 processes × 1 thread")
     rows = [line.strip("| ").split(" | ") for line in recipe_anchors(tmp_path).splitlines()[2:]]
     assert rows == [
         ["another machine", "the recipe, `learnable`", "2", "70.0", "10.0", "—", "—"],
         [one, "plain timm loop, float32", "0, 1", "71.0 ± 0.0", "50.0", "1.00", "1.43"],
         [one, "plain timm loop, bf16", "0", "70.0", "35.0", "0.70", "1.00"],
         [one, "the recipe, `cpb`", "0, 1", "81.0 ± 1.4", "35.0", "0.70", "1.00"],
+        ["cpu, 2 processes × 1 thread", "the recipe, `cpb`", "0", "80.0", "15.0", "0.60", "—"],  # on 2 threads' loop
         [two, "plain timm loop, float32", "0", "71.0", "25.0", "1.00", "—"],
         [two, "the recipe, `cpb`", "0", "81.0", "20.0", "0.80", "—"]]
     assert recipe_current_short(tmp_path) == (
         "`configs/cifar10.yaml` (conv stem, bf16, 24 epochs): `cpb` 81.0 ± 1.4% (2 seeds), `learnable` 70.0% (1 seed), "
-        "in 0.70 / — of the plain loop's wall time side by side; `cpb` 0.80 one run at a time with both threads.\n")
+        "in 0.70 / — of the plain loop's wall time side by side; one run at a time, `cpb` 0.80 with both threads, "
+        "`cpb` 0.60 as two one-thread processes (torchrun).\n")
 
 
 def test_spearman_ranks_orders_over_the_shared_keys():

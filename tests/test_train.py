@@ -114,6 +114,7 @@ def test_ddp_two_cpu_processes(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in records] == [1, 2]  # written once, by rank 0
+    assert records[-1]["machine"].endswith(", 2 processes × 1 thread")  # what ran it: two one-thread ranks
     assert records[-1]["step"] == 2 * (512 // 2 // 64)  # each rank sees half of the 512 images per epoch
     assert result.stdout.count("epoch 2/2") == 1
 

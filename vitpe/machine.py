@@ -54,10 +54,13 @@ def cpu_line(info: dict[str, Any]) -> str:
     return f"{info.get('cpu_model', info['processor'])}{f' ({caches})' if caches else ''}"
 
 
-def described(device: torch.device | str = "cpu") -> str:
+def described(device: torch.device | str = "cpu", processes: int = 1) -> str:
     """One line naming what runs on ``device``: the GPU, or the CPU with its caches and torch's threads, e.g.
-    ``"AMD EPYC (L2 1024K, L3 8192K), 1 thread"`` (what a training run records with every epoch)."""
+    ``"AMD EPYC (L2 1024K, L3 8192K), 1 thread"`` (what a training run records with every epoch); a run of several
+    processes (torchrun) says how many, e.g. ``"AMD EPYC (...), 2 processes × 1 thread"`` or ``"4 × NVIDIA H200"``."""
     if torch.device(device).type == "cuda" and torch.cuda.is_available():
-        return torch.cuda.get_device_name(torch.device(device))
+        name = torch.cuda.get_device_name(torch.device(device))
+        return name if processes == 1 else f"{processes} × {name}"
     threads = torch.get_num_threads()
-    return f"{cpu_line(machine())}, {threads} thread{'s' if threads > 1 else ''}"
+    each = f"{threads} thread{'s' if threads > 1 else ''}"
+    return f"{cpu_line(machine())}, {each if processes == 1 else f'{processes} processes × {each}'}"
