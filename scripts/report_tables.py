@@ -398,14 +398,14 @@ def recipe_current_short(root: Path) -> str:
         parts.append(f"`{pe}` {mean_std([r.accuracy for r in runs])}% ({seeds})")  # CIFAR-10's test split
         ratios.append(against_loop(runs, loop_minutes))
     alone = []  # one run at a time on both cores: two threads, or two one-thread processes
-    for suffix, how in (("threads2", "with both threads"), ("torchrun2", "as two one-thread processes (torchrun)")):
+    for suffix, how in (("threads2", "with 2 threads"), ("torchrun2", "as 2 torchrun processes")):
         runs = [r for f in sorted((root / "results/recipe" / f"{LEVERS[-1][2]}_{suffix}").glob("*_s[0-9]*"))
                 if "baseline" not in (r := read_run(f)).config and r.finished]
         if runs:
             alone.append(f"`{runs[0].config['model']['pe']}` {against_loop(runs, loop_minutes)} {how}")
-    both = f"; one run at a time, {', '.join(alone)}" if alone else ""
+    both = f"; alone on both cores, {', '.join(alone)}" if alone else ""
     return (f"`configs/cifar10.yaml` (conv stem, bf16, 24 epochs): {', '.join(parts)}, in {' / '.join(ratios)} of the "
-            f"plain loop's wall time side by side{both}.\n")
+            f"plain loop's wall time, side by side on one thread each{both}.\n")
 
 
 def recipe_diagnostic(root: Path) -> str:

@@ -170,8 +170,8 @@ def test_the_improved_recipe_is_set_against_each_loop_on_its_own_machine_and_thr
         [two, "the recipe, `cpb`", "0", "81.0", "20.0", "0.80", "—"]]
     assert recipe_current_short(tmp_path) == (
         "`configs/cifar10.yaml` (conv stem, bf16, 24 epochs): `cpb` 81.0 ± 1.4% (2 seeds), `learnable` 70.0% (1 seed), "
-        "in 0.70 / — of the plain loop's wall time side by side; one run at a time, `cpb` 0.80 with both threads, "
-        "`cpb` 0.60 as two one-thread processes (torchrun).\n")
+        "in 0.70 / — of the plain loop's wall time, side by side on one thread each; alone on both cores, `cpb` 0.80 "
+        "with 2 threads, `cpb` 0.60 as 2 torchrun processes.\n")
 
 
 def test_spearman_ranks_orders_over_the_shared_keys():
