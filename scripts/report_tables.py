@@ -17,6 +17,7 @@ import yaml
 
 import vitpe.pe
 from vitpe.bench.targets import check_targets, summary, targets_grid
+from vitpe.machine import as_one_process
 from vitpe.resolution.report import SEED_SUFFIX, accuracy_grid, gains_table, paired_gains, summarise
 
 SEED = re.compile(r"_s(\d+)$")
@@ -157,20 +158,16 @@ def loop_minutes_by_machine(root: Path) -> dict[frozenset[str], float]:
     return {machine: statistics.fmean(r.minutes for r in runs) for machine, runs in loop_runs_by_machine(root).items()}
 
 
-ONE_THREAD_PROCESSES = re.compile(r", (\d+) processes × 1 thread$")
-
-
 def anchor_machine(machines: frozenset[str]) -> frozenset[str]:
     """Where a run's time anchor ran: its own machine, except that a run of N one-thread processes (torchrun) is
-    anchored on the loop with N threads on the same CPU, as both use N cores."""
-    return frozenset(ONE_THREAD_PROCESSES.sub(r", \1 threads", m) for m in machines)
+    anchored on the loop with N threads on the same CPU, as both use N cores (:func:`vitpe.machine.as_one_process`)."""
+    return frozenset(map(as_one_process, machines))
 
 
 def loop_ratios(runs: list[Run], loop_minutes: dict[frozenset[str], float]) -> list[float]:
     """Each run's wall time over the loop's mean on the run's own machine (:func:`anchor_machine`), for the runs
     whose machine ran the loop."""
-    return [r.minutes / loop_minutes[anchor_machine(r.machines)] for r in runs
-            if anchor_machine(r.machines) in loop_minutes]
+    return [r.minutes / loop_minutes[anchor] for r in runs if (anchor := anchor_machine(r.machines)) in loop_minutes]
 
 
 def against_loop(runs: list[Run], loop_minutes: dict[frozenset[str], float]) -> str:
@@ -353,33 +350,41 @@ def recipe_levers(root: Path) -> str:
     return markdown(header, rows) + "\n" + line + "\n"
 
 
-#: The improved recipe's records: its runs side by side (one thread each), the same config one run at a time with
+#: The current recipe's folder (the last lever), and the folders of its runs alone on both cores: the suffix and how.
+CURRENT = LEVERS[-1][2]
+BOTH_CORES = {"threads2": "with 2 threads", "torchrun2": "as 2 torchrun processes"}
+#: The current recipe's records: its runs side by side (one thread each), the same config one run at a time with
 #: both threads (with the loop run that way, its anchor there) and as two one-thread processes (torchrun, half the
 #: batch per rank), and the loop under bf16 autocast side by side.
-ANCHOR_FOLDERS = ("bf16_24ep", "bf16_24ep_threads2", "bf16_24ep_torchrun2", "loop_bf16")
+ANCHOR_FOLDERS = (CURRENT, *(f"{CURRENT}_{suffix}" for suffix in BOTH_CORES), "loop_bf16")
+
+
+def finished_recipe_runs(folder: Path, pattern: str = "*_s[0-9]*") -> list[Run]:
+    """The finished vitpe runs (not the loop's) among ``folder``'s run folders matching ``pattern``, by name."""
+    runs = (read_run(f) for f in sorted(folder.glob(pattern)) if f.is_dir())
+    return [r for r in runs if r.finished and "baseline" not in r.config]
 
 
 def recipe_anchors(root: Path) -> str:
-    """The improved recipe (the last lever, :data:`ANCHOR_FOLDERS`) against the plain loop in float32 and in bf16, on
-    each machine and thread count it ran on (a machine names its threads): one row per loop and per PE, with the
-    recipe's wall time over each loop's mean on the same machine."""
-    recipe = root / "results/recipe"
+    """The current recipe (:data:`ANCHOR_FOLDERS`) against the plain loop in float32 and in bf16, on each machine and
+    thread count it ran on (a machine names its threads): one row per loop and per PE, with the recipe's wall time
+    over each loop's mean on the same machine (:func:`anchor_machine`)."""
     fp32, bf16 = loop_runs_by_machine(root), loop_runs_by_machine(root, "bf16")
     lever: dict[frozenset[str], dict[str, list[Run]]] = defaultdict(lambda: defaultdict(list))
     for folder in ANCHOR_FOLDERS:
-        for run in (read_run(f) for f in sorted((recipe / folder).glob("*_s[0-9]*")) if f.is_dir()):
-            if run.finished and "baseline" not in run.config:
-                lever[run.machines][run.config["model"]["pe"]].append(run)
+        for run in finished_recipe_runs(root / "results/recipe" / folder):
+            lever[run.machines][run.config["model"]["pe"]].append(run)
     rows = []
     for machine in sorted(lever, key=sorted):
-        loops = {"float32": fp32.get(anchor_machine(machine), []), "bf16": bf16.get(anchor_machine(machine), [])}
-        named = [(f"plain timm loop, {kind}", runs) for kind, runs in loops.items()
-                 if runs and anchor_machine(machine) == machine]  # a torchrun run's loop shows on its own machine
+        anchor = anchor_machine(machine)
+        loops = {"float32": fp32.get(anchor, []), "bf16": bf16.get(anchor, [])}
+        loop_means = {kind: statistics.fmean(r.minutes for r in runs) for kind, runs in loops.items() if runs}
+        named = [(f"plain timm loop, {kind}", loops[kind]) for kind in loop_means
+                 if anchor == machine]  # a torchrun run's loop shows on its own machine
         named += [(f"the recipe, `{pe}`", lever[machine][pe]) for pe in LEVER_GOALS if lever[machine][pe]]
         for label, runs in named:
             minutes = statistics.fmean(r.minutes for r in runs)
-            ratios = [f"{minutes / statistics.fmean(r.minutes for r in loops[kind]):.2f}" if loops[kind] else "—"
-                      for kind in loops]
+            ratios = [f"{minutes / loop_means[kind]:.2f}" if kind in loop_means else "—" for kind in loops]
             rows.append(["; ".join(sorted(machine)), label, ", ".join(str(r.seed) for r in runs),
                          mean_std([r.accuracy for r in runs]), f"{minutes:.1f}", *ratios])
     return markdown(["machine", "run", "seeds", "test acc. (%), mean ± std", "wall (min), mean",
@@ -387,22 +392,18 @@ def recipe_anchors(root: Path) -> str:
 
 
 def recipe_current_short(root: Path) -> str:
-    """The README's line on the current recipe (the last lever): each goal PE's accuracy over its seeds and wall time
-    against the float32 loop side by side, and, where it ran so, one run at a time with both threads."""
+    """The README's line on the current recipe: each goal PE's accuracy over its seeds and wall time against the
+    float32 loop side by side, and, where it ran so, one run at a time on both cores (:data:`BOTH_CORES`)."""
     loop_minutes = loop_minutes_by_machine(root)
-    folder = root / "results/recipe" / LEVERS[-1][2]
+    recipe = root / "results/recipe"
     parts, ratios = [], []
     for pe in LEVER_GOALS:
-        runs = [r for f in sorted(folder.glob(f"{pe}_s[0-9]*")) if (r := read_run(f)).finished]
+        runs = finished_recipe_runs(recipe / CURRENT, f"{pe}_s[0-9]*")
         seeds = f"{len(runs)} seed{'s' if len(runs) != 1 else ''}"
         parts.append(f"`{pe}` {mean_std([r.accuracy for r in runs])}% ({seeds})")  # CIFAR-10's test split
         ratios.append(against_loop(runs, loop_minutes))
-    alone = []  # one run at a time on both cores: two threads, or two one-thread processes
-    for suffix, how in (("threads2", "with 2 threads"), ("torchrun2", "as 2 torchrun processes")):
-        runs = [r for f in sorted((root / "results/recipe" / f"{LEVERS[-1][2]}_{suffix}").glob("*_s[0-9]*"))
-                if "baseline" not in (r := read_run(f)).config and r.finished]
-        if runs:
-            alone.append(f"`{runs[0].config['model']['pe']}` {against_loop(runs, loop_minutes)} {how}")
+    alone = [f"`{runs[0].config['model']['pe']}` {against_loop(runs, loop_minutes)} {how}"
+             for suffix, how in BOTH_CORES.items() if (runs := finished_recipe_runs(recipe / f"{CURRENT}_{suffix}"))]
     both = f"; alone on both cores, {', '.join(alone)}" if alone else ""
     return (f"`configs/cifar10.yaml` (conv stem, bf16, 24 epochs): {', '.join(parts)}, in {' / '.join(ratios)} of the "
             f"plain loop's wall time, side by side on one thread each{both}.\n")

@@ -5,6 +5,7 @@ result and every epoch of a training run says what ran it."""
 from __future__ import annotations
 
 import platform
+import re
 from pathlib import Path
 from typing import Any
 
@@ -64,3 +65,12 @@ def described(device: torch.device | str = "cpu", processes: int = 1) -> str:
     threads = torch.get_num_threads()
     each = f"{threads} thread{'s' if threads > 1 else ''}"
     return f"{cpu_line(machine())}, {each if processes == 1 else f'{processes} processes × {each}'}"
+
+
+_ONE_THREAD_PROCESSES = re.compile(r", (\d+) processes × 1 thread$")
+
+
+def as_one_process(description: str) -> str:
+    """The :func:`described` line of one process on as many CPU cores as ``description``'s one-thread processes use
+    (``"AMD EPYC (...), 2 processes × 1 thread"`` → ``"AMD EPYC (...), 2 threads"``); any other line unchanged."""
+    return _ONE_THREAD_PROCESSES.sub(r", \1 threads", description)

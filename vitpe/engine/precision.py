@@ -35,8 +35,10 @@ def autocast(device: torch.device, precision: str = "auto") -> torch.autocast:
 def emulated_bf16_note(device: torch.device, precision: str) -> str | None:
     """A note for a run that asks for bf16 autocast on a CPU whose flags name no bf16 instructions (there autocast
     emulates them, which can cost more than it saves); None elsewhere, and where the flags cannot be read."""
+    if device.type != "cpu" or not uses_bf16(device, precision):
+        return None
     flags = cpu_flags()
-    if device.type != "cpu" or not uses_bf16(device, precision) or not flags or flags & BF16_CPU_FLAGS:
+    if not flags or flags & BF16_CPU_FLAGS:
         return None
     return ("note: train.precision=bf16 on a CPU without bf16 instructions (no avx512_bf16, amx_bf16 or bf16 among "
             "its flags): autocast emulates them and can be slower than float32; compare an epoch with "
