@@ -32,7 +32,7 @@ from vitpe.cli.exits import add_debug_flag, run_cli
 from vitpe.config import ConfigError, config_from_dict, dump_config, given_keys, load_config, to_dict, validate
 from vitpe.data.from_config import build_run_data
 from vitpe.data.text import Vocabulary
-from vitpe.engine.compiled import compile_for_sizes
+from vitpe.engine.compiled import SizeCompiled, missing_compiler
 from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.engine.distributed import DistInfo, all_reduce_sum, init_distributed, shutdown
 from vitpe.engine.loop import TrainState, evaluate, train_one_epoch
@@ -117,6 +117,8 @@ def run(args: argparse.Namespace, stops: StopRequests) -> None:
                           "cpu" if t.device == "auto" else t.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError("train.device is cuda but no CUDA device is available; use train.device=cpu")
+    if t.compile and (missing := missing_compiler(device)):
+        raise ConfigError(missing)
     if t.threads:
         torch.set_num_threads(t.threads)
     if note := emulated_bf16_note(device, t.precision):
@@ -194,7 +196,7 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
     train_model = model
     if t.compile:  # images: one static graph per training size (vitpe.engine.compiled); text: dynamic lengths
         train_model = torch.compile(model) if vocab is not None else \
-            compile_for_sizes(model, data.train.img_sizes, model.in_chans, t.precision)
+            SizeCompiled(model, data.train.img_sizes, model.in_chans, t.precision)
     if dist_info.enabled:
         train_model = torch.nn.parallel.DistributedDataParallel(
             train_model, device_ids=[device.index] if device.type == "cuda" else None)

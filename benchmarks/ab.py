@@ -21,8 +21,9 @@ from typing import Any, Callable
 import torch
 
 from vitpe.bench.config import BenchConfig
-from vitpe.bench.runner import compile_limits, infer_step_fn, interleaved_rounds, train_step_fn
+from vitpe.bench.runner import infer_step_fn, interleaved_rounds, train_step_fn
 from vitpe.bench.stats import CONFIDENCE, paired_speed_ratio
+from vitpe.engine.compiled import compile_limits
 from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.models import ViT
 

@@ -350,13 +350,13 @@ def recipe_levers(root: Path) -> str:
     return markdown(header, rows) + "\n" + line + "\n"
 
 
-#: The current recipe's folder (the last lever), and the folders of its runs alone on both cores: the suffix and how.
+#: The current recipe's folder (the last lever), and the folders of its runs alone on both cores: the suffix, how, and
+#: the folder whose loop run (one run at a time, the same day on the same machine) is their time anchor. Both cores'
+#: wall times drift between days more than one thread's (two runs of the same loop on two threads: 29.8 and 36.0 min),
+#: so each is set against the loop run made beside it, not against a mean over days.
 CURRENT = LEVERS[-1][2]
-BOTH_CORES = {"threads2": "with 2 threads", "torchrun2": "as 2 torchrun processes"}
-#: The current recipe's records: its runs side by side (one thread each), the same config one run at a time with
-#: both threads (with the loop run that way, its anchor there) and as two one-thread processes (torchrun, half the
-#: batch per rank), and the loop under bf16 autocast side by side.
-ANCHOR_FOLDERS = (CURRENT, *(f"{CURRENT}_{suffix}" for suffix in BOTH_CORES), "loop_bf16")
+BOTH_CORES = {"threads2": ("with 2 threads", "threads2"), "torchrun2": ("as 2 torchrun processes", "threads2"),
+              "threads2_compile": ("with 2 threads and `train.compile=true`", "threads2_compile")}
 
 
 def finished_recipe_runs(folder: Path, pattern: str = "*_s[0-9]*") -> list[Run]:
@@ -365,23 +365,48 @@ def finished_recipe_runs(folder: Path, pattern: str = "*_s[0-9]*") -> list[Run]:
     return [r for r in runs if r.finished and "baseline" not in r.config]
 
 
+def folder_loops(folder: Path) -> list[Run]:
+    """The finished float32 loop runs in ``folder``."""
+    runs = (read_run(f) for f in sorted(folder.glob("timm_*")) if f.is_dir())
+    return [r for r in runs if r.finished and r.config.get("precision", "fp32") == "fp32"]
+
+
+def both_cores_loop_minutes(root: Path, suffix: str) -> dict[frozenset[str], float]:
+    """The loop's mean minutes per machine in the anchor folder of the both-cores folder ``suffix``
+    (:data:`BOTH_CORES`), for :func:`against_loop`."""
+    by_machine: dict[frozenset[str], list[float]] = defaultdict(list)
+    for run in folder_loops(root / "results/recipe" / f"{CURRENT}_{BOTH_CORES[suffix][1]}"):
+        by_machine[run.machines].append(run.minutes)
+    return {machine: statistics.fmean(minutes) for machine, minutes in by_machine.items()}
+
+
 def recipe_anchors(root: Path) -> str:
-    """The current recipe (:data:`ANCHOR_FOLDERS`) against the plain loop in float32 and in bf16, on each machine and
-    thread count it ran on (a machine names its threads): one row per loop and per PE, with the recipe's wall time
-    over each loop's mean on the same machine (:func:`anchor_machine`)."""
+    """The current recipe against the plain loop: side by side (one thread each) against the float32 and the bf16
+    loops on each machine they ran on, then each way of running it alone on both cores (:data:`BOTH_CORES`) against
+    its own loop run; one row per loop and per PE, each with its wall time over the loop's mean."""
+    recipe = root / "results/recipe"
     fp32, bf16 = loop_runs_by_machine(root), loop_runs_by_machine(root, "bf16")
-    lever: dict[frozenset[str], dict[str, list[Run]]] = defaultdict(lambda: defaultdict(list))
-    for folder in ANCHOR_FOLDERS:
-        for run in finished_recipe_runs(root / "results/recipe" / folder):
-            lever[run.machines][run.config["model"]["pe"]].append(run)
+    groups = []  # (machine, the loops by kind, whether they show, [(label, runs)])
+    side: dict[frozenset[str], dict[str, list[Run]]] = defaultdict(lambda: defaultdict(list))
+    for run in finished_recipe_runs(recipe / CURRENT):
+        side[run.machines][run.config["model"]["pe"]].append(run)
+    for machine in sorted(side, key=sorted):
+        loops = {"float32": fp32.get(machine, []), "bf16": bf16.get(machine, [])}
+        groups.append((machine, loops, True, [(f"the recipe, `{pe}`", side[machine][pe]) for pe in LEVER_GOALS
+                                              if side[machine][pe]]))
+    for suffix, (how, anchor) in BOTH_CORES.items():
+        by_pe = {pe: runs for pe in LEVER_GOALS
+                 if (runs := finished_recipe_runs(recipe / f"{CURRENT}_{suffix}", f"{pe}_s[0-9]*"))}
+        machines = {run.machines for runs in by_pe.values() for run in runs}
+        for machine in sorted(machines, key=sorted):
+            loops = [r for r in folder_loops(recipe / f"{CURRENT}_{anchor}") if r.machines == anchor_machine(machine)]
+            groups.append((machine, {"float32": loops, "bf16": []}, anchor == suffix,
+                           [(f"the recipe, `{pe}`, {how}", [r for r in runs if r.machines == machine])
+                            for pe, runs in by_pe.items()]))
     rows = []
-    for machine in sorted(lever, key=sorted):
-        anchor = anchor_machine(machine)
-        loops = {"float32": fp32.get(anchor, []), "bf16": bf16.get(anchor, [])}
+    for machine, loops, loops_shown, recipe_rows in groups:
         loop_means = {kind: statistics.fmean(r.minutes for r in runs) for kind, runs in loops.items() if runs}
-        named = [(f"plain timm loop, {kind}", loops[kind]) for kind in loop_means
-                 if anchor == machine]  # a torchrun run's loop shows on its own machine
-        named += [(f"the recipe, `{pe}`", lever[machine][pe]) for pe in LEVER_GOALS if lever[machine][pe]]
+        named = [(f"plain timm loop, {kind}", loops[kind]) for kind in loop_means if loops_shown] + recipe_rows
         for label, runs in named:
             minutes = statistics.fmean(r.minutes for r in runs)
             ratios = [f"{minutes / loop_means[kind]:.2f}" if kind in loop_means else "—" for kind in loops]
@@ -393,7 +418,8 @@ def recipe_anchors(root: Path) -> str:
 
 def recipe_current_short(root: Path) -> str:
     """The README's line on the current recipe: each goal PE's accuracy over its seeds and wall time against the
-    float32 loop side by side, and, where it ran so, one run at a time on both cores (:data:`BOTH_CORES`)."""
+    float32 loop side by side, and, where it ran so, one run at a time on both cores (:data:`BOTH_CORES`, each
+    against its own loop run)."""
     loop_minutes = loop_minutes_by_machine(root)
     recipe = root / "results/recipe"
     parts, ratios = [], []
@@ -402,9 +428,12 @@ def recipe_current_short(root: Path) -> str:
         seeds = f"{len(runs)} seed{'s' if len(runs) != 1 else ''}"
         parts.append(f"`{pe}` {mean_std([r.accuracy for r in runs])}% ({seeds})")  # CIFAR-10's test split
         ratios.append(against_loop(runs, loop_minutes))
-    alone = [f"`{runs[0].config['model']['pe']}` {against_loop(runs, loop_minutes)} {how}"
-             for suffix, how in BOTH_CORES.items() if (runs := finished_recipe_runs(recipe / f"{CURRENT}_{suffix}"))]
-    both = f"; alone on both cores, {', '.join(alone)}" if alone else ""
+    alone = []
+    for suffix, (how, _) in BOTH_CORES.items():
+        pes = [f"`{pe}` {against_loop(runs, both_cores_loop_minutes(root, suffix))}" for pe in LEVER_GOALS
+               if (runs := finished_recipe_runs(recipe / f"{CURRENT}_{suffix}", f"{pe}_s[0-9]*"))]
+        alone += [f"{how}, {', '.join(pes)}"] if pes else []
+    both = f"; alone on both cores: {'; '.join(alone)}" if alone else ""
     return (f"`configs/cifar10.yaml` (conv stem, bf16, 24 epochs): {', '.join(parts)}, in {' / '.join(ratios)} of the "
             f"plain loop's wall time, side by side on one thread each{both}.\n")
 

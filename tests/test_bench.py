@@ -238,32 +238,3 @@ def test_a_result_names_the_cpu_that_ran_it():
     assert bench_machine.cpu_line({"processor": "x86_64", "cpu_model": "AMD EPYC", "l2_cache": "1024K",
                             "l3_cache": "32768K"}) == "AMD EPYC (L2 1024K, L3 32768K)"
     assert bench_machine.cpu_line({"processor": "x86_64"}) == "x86_64"  # a result saved before the CPU was recorded
-
-
-def test_a_compiled_benchmark_compiles_every_variant_or_fails():
-    """Past dynamo's default limit (8 graphs per function) the benchmark's later variants would run eagerly; under
-    ``compile_limits`` every variant gets its graph, and reaching the limit is an error, not an eager fallback."""
-    import torch._dynamo as dynamo
-    from torch._dynamo.testing import CompileCounter
-
-    dtypes = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16,
-              torch.int8, torch.uint8, torch.complex64]  # one graph each: dynamo guards on the dtype
-
-    def double(x):
-        return x + x
-
-    counter = CompileCounter()
-    dynamo.reset()
-    compiled = torch.compile(double, backend=counter)
-    default_limit = dynamo.config.cache_size_limit
-    try:
-        with runner.compile_limits(len(dtypes)):
-            for dtype in dtypes:
-                compiled(torch.ones(2, dtype=dtype))
-            assert counter.frame_count == len(dtypes)  # all compiled: none ran eagerly past the default limit
-            assert dynamo.config.cache_size_limit >= len(dtypes)
-            if hasattr(dynamo.config, "fail_on_recompile_limit_hit"):  # past the limit: an error, not eager
-                assert dynamo.config.fail_on_recompile_limit_hit
-    finally:
-        dynamo.reset()
-    assert dynamo.config.cache_size_limit == default_limit  # the settings last only for the benchmark

@@ -159,19 +159,25 @@ def test_the_improved_recipe_is_set_against_each_loop_on_its_own_machine_and_thr
     _recipe_run(recipe / "bf16_24ep_threads2", "cpb_s1", "cpb", 30, 0.81, two)  # unfinished: left out
     (recipe / "bf16_24ep_threads2/cpb_s1/config.yaml").write_text("model:\n  pe: cpb\ntrain:\n  epochs: 2\n")
     _recipe_run(recipe / "bf16_24ep_torchrun2", "cpb_s0", "cpb", 15, 0.80, "cpu, 2 processes × 1 thread")
+    _recipe_run(recipe / "bf16_24ep_threads2_compile", "timm_s0", None, 40, 0.71, two)  # a slower day on two cores
+    _recipe_run(recipe / "bf16_24ep_threads2_compile", "cpb_s0", "cpb", 30, 0.82, two)
     rows = [line.strip("| ").split(" | ") for line in recipe_anchors(tmp_path).splitlines()[2:]]
     assert rows == [
         ["another machine", "the recipe, `learnable`", "2", "70.0", "10.0", "—", "—"],
         [one, "plain timm loop, float32", "0, 1", "71.0 ± 0.0", "50.0", "1.00", "1.43"],
         [one, "plain timm loop, bf16", "0", "70.0", "35.0", "0.70", "1.00"],
         [one, "the recipe, `cpb`", "0, 1", "81.0 ± 1.4", "35.0", "0.70", "1.00"],
-        ["cpu, 2 processes × 1 thread", "the recipe, `cpb`", "0", "80.0", "15.0", "0.60", "—"],  # on 2 threads' loop
-        [two, "plain timm loop, float32", "0", "71.0", "25.0", "1.00", "—"],
-        [two, "the recipe, `cpb`", "0", "81.0", "20.0", "0.80", "—"]]
+        [two, "plain timm loop, float32", "0", "71.0", "25.0", "1.00", "—"],  # the loop beside each way on two cores
+        [two, "the recipe, `cpb`, with 2 threads", "0", "81.0", "20.0", "0.80", "—"],
+        ["cpu, 2 processes × 1 thread", "the recipe, `cpb`, as 2 torchrun processes", "0", "80.0", "15.0", "0.60",
+         "—"],  # on the loop with 2 threads of its folder's anchor
+        [two, "plain timm loop, float32", "0", "71.0", "40.0", "1.00", "—"],
+        [two, "the recipe, `cpb`, with 2 threads and `train.compile=true`", "0", "82.0", "30.0", "0.75", "—"]]
     assert recipe_current_short(tmp_path) == (
         "`configs/cifar10.yaml` (conv stem, bf16, 24 epochs): `cpb` 81.0 ± 1.4% (2 seeds), `learnable` 70.0% (1 seed), "
-        "in 0.70 / — of the plain loop's wall time, side by side on one thread each; alone on both cores, `cpb` 0.80 "
-        "with 2 threads, `cpb` 0.60 as 2 torchrun processes.\n")
+        "in 0.70 / — of the plain loop's wall time, side by side on one thread each; alone on both cores: with 2 "
+        "threads, `cpb` 0.80; as 2 torchrun processes, `cpb` 0.60; with 2 threads and `train.compile=true`, `cpb` "
+        "0.75.\n")
 
 
 def test_spearman_ranks_orders_over_the_shared_keys():

@@ -134,6 +134,21 @@ def test_cli_errors_are_one_clear_line(tmp_path, capsys):
     assert not any(tmp_path.iterdir())  # no run folder left behind by a run that never started
 
 
+def test_compiling_without_a_cpp_compiler_is_one_clear_line_before_anything_runs(tmp_path, capsys, monkeypatch):
+    import torch._inductor.config as inductor_config
+    from torch._inductor import cpp_builder
+
+    monkeypatch.setattr(inductor_config.cpp, "cxx", ("no-such-c++-compiler",))
+    cpp_builder.cpp_compiler_search.cache_clear()  # inductor memoises the search
+    try:
+        assert run_main("--config", SMOKE, "train.compile=true", f"out_dir={tmp_path / 'run'}") == 2
+    finally:
+        cpp_builder.cpp_compiler_search.cache_clear()
+    err = capsys.readouterr().err
+    assert err.startswith("error: train.compile=true on the CPU needs a C++ compiler") and "Traceback" not in err
+    assert not (tmp_path / "run").exists()
+
+
 def test_resume_errors(tmp_path, capsys):
     out = tmp_path / "run"
     assert run_main("--config", SMOKE, f"out_dir={out}", "train.epochs=1") == 0

@@ -27,8 +27,8 @@ import vitpe.pe
 from vitpe.atomic_files import write_text_atomic
 from vitpe.bench.config import PRESETS, QUICK, BenchConfig
 from vitpe.bench.report import markdown
-from vitpe.bench.runner import compile_limits
 from vitpe.bench.suites import bench_data, bench_text, bench_vit, graphs_per_function
+from vitpe.engine.compiled import compile_limits
 from vitpe.machine import machine
 from vitpe.bench.targets import check_targets
 from vitpe.cli.arg_types import positive_float, positive_int, positive_int_list

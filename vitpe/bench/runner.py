@@ -13,7 +13,7 @@ import contextlib
 import random
 import statistics
 import time
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -83,16 +83,3 @@ def interleaved_rounds(fns: dict[str, Callable], cfg: BenchConfig, device: torch
     return times
 
 
-def compile_limits(graphs: int) -> contextlib.AbstractContextManager:
-    """Dynamo's settings for a compiled benchmark that needs ``graphs`` graphs of one function
-    (:func:`graphs_per_function`).
-
-    Every vitpe model is the same function to dynamo. Past its default limit of 8 graphs per function, dynamo runs the
-    rest eagerly and only warns once -- the compiled runs made before this limit was raised timed some vitpe variants
-    eager. The limit is raised to fit, and reaching it is an error instead of a silent fallback."""
-    import torch._dynamo.config as dynamo_config
-
-    settings: dict[str, Any] = {"cache_size_limit": max(dynamo_config.cache_size_limit, graphs)}
-    if hasattr(dynamo_config, "fail_on_recompile_limit_hit"):  # torch >= 2.6
-        settings["fail_on_recompile_limit_hit"] = True
-    return dynamo_config.patch(**settings)

@@ -1,48 +1,89 @@
-"""``train.compile``: the training forward through ``torch.compile``, one static graph per training size.
+"""``train.compile``: the training forward through ``torch.compile``, one static graph per training size, and
+dynamo's graph limit set so that no graph silently runs eagerly (also used by the benchmarks).
 
-A PE keeps what depends only on the grid (relative indices, a fixed table) in a cache that its first forward at a
-grid fills (:meth:`vitpe.pe.base.PositionEncoding.cached`). Compiled, that first call mutates a dict the graph's
-guards read, so the next call recompiles the whole forward: two compilations per size, and a progressive schedule of
-five sizes then passes dynamo's recompile limit (8) and finishes in eager mode. Shapes marked dynamic after the
-second size are worse: the PEs' grid arithmetic (sorting, cache keys) sees symbolic sizes and breaks the graph.
+A PE keeps what depends only on the grid (relative indices, a fixed table, a bias cast to the autocast dtype) in a
+cache that its first forward at a grid fills (:meth:`vitpe.pe.base.PositionEncoding.cached`). Compiled, that first
+call mutates a dict the graph's guards read, so the next call recompiles the whole forward: two compilations per size,
+and a progressive schedule of five sizes passed dynamo's default limit of 8 graphs and finished eagerly, with one
+warning. Shapes marked dynamic (dynamo's default after the second size) are worse: the PEs' grid arithmetic (sorting,
+cache keys) sees symbolic sizes and breaks the graph.
 
-So the caches are filled first, by one eager forward of a single blank image per training size (evaluation mode, no
-gradient, under the training's autocast, whose dtype is part of a cached bias's key: BatchNorm statistics,
-dropout and the random generators are untouched), and the model is compiled with
-static shapes and a recompile limit that holds every size: one compilation per size, each graph whole.
+So :class:`SizeCompiled` fills the caches first, by one eager forward of a single blank image per training size
+(evaluation mode, no gradient, under the training's autocast, whose dtype is part of a cached bias's key: BatchNorm
+statistics, dropout and the random generators are untouched), then compiles with static shapes: one compilation per
+size, each graph whole.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
+from typing import Any
 
 import torch
-import torch._dynamo
+from torch import nn
 
 from vitpe.engine.precision import autocast
 
 
-def fill_grid_caches(model: torch.nn.Module, sizes: Sequence[tuple[int, int]], in_chans: int = 3,
+def compile_limits(graphs: int) -> contextlib.AbstractContextManager:
+    """Dynamo's settings for compiled calls that need ``graphs`` graphs of one function.
+
+    Every vitpe model is the same function to dynamo. Past its default limit of 8 graphs per function, dynamo runs the
+    rest eagerly and only warns once -- the compiled benchmarks made before this limit was raised timed some vitpe
+    variants eager. The limit is raised to fit, and reaching it is an error instead of a silent fallback."""
+    import torch._dynamo.config as dynamo_config
+
+    settings: dict[str, Any] = {"cache_size_limit": max(dynamo_config.cache_size_limit, graphs)}
+    if hasattr(dynamo_config, "fail_on_recompile_limit_hit"):  # torch >= 2.6
+        settings["fail_on_recompile_limit_hit"] = True
+    return dynamo_config.patch(**settings)
+
+
+def missing_compiler(device: torch.device) -> str | None:
+    """Why ``torch.compile`` (inductor) cannot compile for ``device`` here, or None: on the CPU it builds C++ and needs
+    a compiler (``$CXX``, else ``g++``), which a slim container may lack."""
+    if device.type != "cpu":
+        return None
+    from torch._inductor.cpp_builder import get_cpp_compiler
+
+    try:
+        get_cpp_compiler()
+    except Exception as err:  # inductor's InvalidCxxCompiler, or the search's own failure
+        return (f"train.compile=true on the CPU needs a C++ compiler, and none was found ({type(err).__name__}): "
+                f"install g++ (or set CXX), or train without train.compile")
+    return None
+
+
+def fill_grid_caches(model: nn.Module, sizes: Sequence[tuple[int, int]], in_chans: int = 3,
                      precision: str = "auto") -> None:
     """One forward of a blank (1, in_chans, h, w) image per size, in evaluation mode without gradient and under the
     autocast of ``precision`` (:mod:`vitpe.engine.precision`), so the PE's grid caches hold every training grid; the
     model's mode is restored."""
     was_training = model.training
-    parameter = next(model.parameters())
+    device = next(model.parameters()).device
     model.eval()
     try:
-        with torch.no_grad(), autocast(parameter.device, precision):
+        with torch.no_grad(), autocast(device, precision):
             for h, w in sizes:
-                model(torch.zeros(1, in_chans, h, w, device=parameter.device))
+                model(torch.zeros(1, in_chans, h, w, device=device))
     finally:
         model.train(was_training)
 
 
-def compile_for_sizes(model: torch.nn.Module, sizes: Sequence[tuple[int, int]], in_chans: int = 3,
-                      precision: str = "auto") -> torch.nn.Module:
-    """``torch.compile(model)`` for training at ``sizes`` (h, w) under ``precision``: grid caches filled first, one
-    static graph per size. The compiled module shares ``model``'s parameters; save and evaluate ``model`` itself."""
-    sizes = list(dict.fromkeys(tuple(size) for size in sizes))
-    fill_grid_caches(model, sizes, in_chans, precision)
-    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, len(sizes))
-    return torch.compile(model, dynamic=False)
+class SizeCompiled(nn.Module):
+    """``model`` compiled for training at ``sizes`` (h, w) under ``precision``: grid caches filled first, one static
+    graph per size, and no eager fallback (room for one unforeseen recompilation per size; past it, dynamo's error).
+    It shares ``model``'s parameters: save and evaluate ``model`` itself. ``backend``: torch.compile's."""
+
+    def __init__(self, model: nn.Module, sizes: Sequence[tuple[int, int]], in_chans: int = 3,
+                 precision: str = "auto", backend: str | Any = "inductor") -> None:
+        super().__init__()
+        sizes = list(dict.fromkeys(tuple(size) for size in sizes))
+        fill_grid_caches(model, sizes, in_chans, precision)
+        self.graphs = 2 * len(sizes)
+        self.compiled = torch.compile(model, dynamic=False, backend=backend)
+
+    def forward(self, *inputs: Any) -> torch.Tensor:
+        with compile_limits(self.graphs):
+            return self.compiled(*inputs)
