@@ -195,7 +195,7 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
             state.loss_sum = state.correct = state.seen = 0.0
     train_model = model
     if t.compile:  # images: one static graph per training size (vitpe.engine.compiled); text: dynamic lengths
-        train_model = torch.compile(model) if vocab is not None else \
+        train_model = torch.compile(model) if config.task == "text" else \
             SizeCompiled(model, data.train.img_sizes, model.in_chans, t.precision)
     if dist_info.enabled:
         train_model = torch.nn.parallel.DistributedDataParallel(

@@ -142,20 +142,36 @@ class RecipeRow:
     loop: bool
 
 
+def finished_loops(folder: Path, pattern: str = "timm_*", precision: str = "fp32") -> list[Run]:
+    """The plain loop's finished runs in ``precision`` among ``folder``'s run folders matching ``pattern``, by name."""
+    runs = (read_run(f) for f in sorted(folder.glob(pattern)) if f.is_dir())
+    return [r for r in runs if r.finished and "baseline" in r.config
+            and r.config.get("precision", "fp32") == precision]
+
+
+def by_machine(runs: list[Run]) -> dict[frozenset[str], list[Run]]:
+    """``runs`` grouped by the machine they ran on."""
+    grouped: dict[frozenset[str], list[Run]] = defaultdict(list)
+    for run in runs:
+        grouped[run.machines].append(run)
+    return grouped
+
+
+def mean_minutes(runs_by_machine: dict[frozenset[str], list[Run]]) -> dict[frozenset[str], float]:
+    """The mean wall time (minutes) of each machine's runs."""
+    return {machine: statistics.fmean(r.minutes for r in runs) for machine, runs in runs_by_machine.items()}
+
+
 def loop_runs_by_machine(root: Path, precision: str = "fp32") -> dict[frozenset[str], list[Run]]:
     """The plain loop's finished runs in ``precision`` on each machine they ran on, from the grid and every lever's
     records (``results/recipe/*/timm_*``; a lever's ``LOOP_SEEDS`` run is its time anchor)."""
-    runs: dict[frozenset[str], list[Run]] = defaultdict(list)
-    for run in map(read_run, sorted(f for f in (root / "results/recipe").glob("*/timm_*") if f.is_dir())):
-        if run.finished and "baseline" in run.config and run.config.get("precision", "fp32") == precision:
-            runs[run.machines].append(run)
-    return runs
+    return by_machine(finished_loops(root / "results/recipe", "*/timm_*", precision))
 
 
 def loop_minutes_by_machine(root: Path) -> dict[frozenset[str], float]:
     """The float32 loop's mean wall time (minutes) on each machine it ran on (:func:`loop_runs_by_machine`): the
     anchor every recipe run's wall time is divided by; the bf16 loop is a row of its own, never the anchor."""
-    return {machine: statistics.fmean(r.minutes for r in runs) for machine, runs in loop_runs_by_machine(root).items()}
+    return mean_minutes(loop_runs_by_machine(root))
 
 
 def anchor_machine(machines: frozenset[str]) -> frozenset[str]:
@@ -365,19 +381,10 @@ def finished_recipe_runs(folder: Path, pattern: str = "*_s[0-9]*") -> list[Run]:
     return [r for r in runs if r.finished and "baseline" not in r.config]
 
 
-def folder_loops(folder: Path) -> list[Run]:
-    """The finished float32 loop runs in ``folder``."""
-    runs = (read_run(f) for f in sorted(folder.glob("timm_*")) if f.is_dir())
-    return [r for r in runs if r.finished and r.config.get("precision", "fp32") == "fp32"]
-
-
 def both_cores_loop_minutes(root: Path, suffix: str) -> dict[frozenset[str], float]:
     """The loop's mean minutes per machine in the anchor folder of the both-cores folder ``suffix``
     (:data:`BOTH_CORES`), for :func:`against_loop`."""
-    by_machine: dict[frozenset[str], list[float]] = defaultdict(list)
-    for run in folder_loops(root / "results/recipe" / f"{CURRENT}_{BOTH_CORES[suffix][1]}"):
-        by_machine[run.machines].append(run.minutes)
-    return {machine: statistics.fmean(minutes) for machine, minutes in by_machine.items()}
+    return mean_minutes(by_machine(finished_loops(root / "results/recipe" / f"{CURRENT}_{BOTH_CORES[suffix][1]}")))
 
 
 def recipe_anchors(root: Path) -> str:
@@ -399,7 +406,7 @@ def recipe_anchors(root: Path) -> str:
                  if (runs := finished_recipe_runs(recipe / f"{CURRENT}_{suffix}", f"{pe}_s[0-9]*"))}
         machines = {run.machines for runs in by_pe.values() for run in runs}
         for machine in sorted(machines, key=sorted):
-            loops = [r for r in folder_loops(recipe / f"{CURRENT}_{anchor}") if r.machines == anchor_machine(machine)]
+            loops = by_machine(finished_loops(recipe / f"{CURRENT}_{anchor}"))[anchor_machine(machine)]
             groups.append((machine, {"float32": loops, "bf16": []}, anchor == suffix,
                            [(f"the recipe, `{pe}`, {how}", [r for r in runs if r.machines == machine])
                             for pe, runs in by_pe.items()]))
