@@ -193,6 +193,12 @@ def against_loop(runs: list[Run], loop_minutes: dict[frozenset[str], float]) -> 
     return f"{statistics.fmean(ratios):.2f}{'¹' if len(ratios) < len(runs) else ''}" if ratios else "—"
 
 
+def machine_letters(machines: Iterable[frozenset[str]]) -> dict[frozenset[str], str]:
+    """A letter per machine (A, B, ...), machines in order of their descriptions, the unrecorded one first."""
+    ordered = sorted(set(machines), key=lambda m: (bool(m), sorted(m)))
+    return {m: chr(ord("A") + i) for i, m in enumerate(ordered)}
+
+
 def recipe_grid(root: Path) -> tuple[list[RecipeRow], dict[str, str]]:
     """The recipe grid (configs/cifar10_17ep.yaml with every 2D PE, three seeds, and the plain timm loop): loop rows
     first (one per machine it ran on), then the PEs, best first; and the notes under the table (``machines``,
@@ -205,8 +211,8 @@ def recipe_grid(root: Path) -> tuple[list[RecipeRow], dict[str, str]]:
         if run.finished:
             (loops[run.machines] if "baseline" in run.config else by_pe[run.config["model"]["pe"]])[run.seed] = run
     loop_minutes = loop_minutes_by_machine(root)
-    machines = sorted({r.machines for r in runs if r.finished}, key=lambda m: (bool(m), sorted(m)))
-    letter = {m: chr(ord("A") + i) for i, m in enumerate(machines)}
+    letter = machine_letters(r.machines for r in runs if r.finished)
+    machines = list(letter)
     partial = []
 
     def row(label: str, site: str, seeds: dict[int, Run], loop: bool = False) -> RecipeRow:
@@ -580,19 +586,19 @@ TransferCells = dict[tuple[str, int, str], dict[tuple[str, int], dict[int, float
 TRANSFER_GOAL = 3.0
 
 
-def transfer_records(root: Path) -> tuple[TransferCells, dict[tuple[str, int, str], list[float]]]:
-    """Accuracy (%) per (pe, stage index, remedy) -> (mode, size) -> seed, and each group's training minutes."""
+def transfer_records(root: Path) -> tuple[TransferCells, dict[tuple[str, int, str], list[Run]]]:
+    """Accuracy (%) per (pe, stage index, remedy) -> (mode, size) -> seed, and each group's training runs."""
     base = root / "results/transfer"
     accuracy: TransferCells = defaultdict(lambda: defaultdict(dict))
-    minutes: dict[tuple[str, int, str], list[float]] = defaultdict(list)
+    trainings: dict[tuple[str, int, str], list[Run]] = defaultdict(list)
     for r in sweep(base / "resolution/resolution.json"):
         stage, remedy, seed = transfer_remedy(r["run"], r["pe"])
         key = (r["pe"], TRANSFER_STAGES.index(stage), remedy)
         if r["accuracy"] is not None:
             accuracy[key][(r["pe_resize"], r["resolution"])][seed] = 100 * r["accuracy"]
         if r["resolution"] == 16 and r["pe_resize"] == "interpolate":
-            minutes[key].append(read_run(base / stage / r["run"]).minutes)
-    return accuracy, minutes
+            trainings[key].append(read_run(base / stage / r["run"]))
+    return accuracy, trainings
 
 
 def gains_at_32(cells: dict[tuple[str, int], dict[int, float]], mode: str) -> tuple[list[float], list[float]]:
@@ -604,9 +610,11 @@ def gains_at_32(cells: dict[tuple[str, int], dict[int, float]], mode: str) -> tu
 
 def transfer_remedies(root: Path) -> str:
     """Each PE and remedy of the transfer experiment: accuracy at 16 px (the training size), and at 32 px in each
-    test mode with its change from 16 px (each run against itself, mean ± std over seeds), and the training's cost;
-    then whether a remedy without fine-tuning reaches the goal."""
-    accuracy, minutes = transfer_records(root)
+    test mode with its change from 16 px (each run against itself, mean ± std over seeds), and the training's cost
+    (minutes on each machine, lettered under the table when the runs ran on several); then whether a remedy without
+    fine-tuning reaches the goal."""
+    accuracy, trainings = transfer_records(root)
+    letter = machine_letters(run.machines for runs in trainings.values() for run in runs)
     rows = []
     for key in sorted(accuracy):  # by PE, then as trained / augmented / fine-tuned
         pe, _, remedy = key
@@ -616,10 +624,14 @@ def transfer_remedies(root: Path) -> str:
         for mode in TRANSFER_MODES:
             gains, at_32 = gains_at_32(cells, mode)
             row.append(f"{statistics.fmean(at_32):.1f} ({mean_std(gains, signed=True)})" if gains else "n/a")
-        row.append(f"{statistics.fmean(minutes[key]):.1f}")
+        minutes = mean_minutes(by_machine(trainings[key]))
+        row.append(" / ".join(f"{minutes[m]:.1f}" + (f" ({letter[m]})" if len(letter) > 1 else "")
+                              for m in sorted(minutes, key=letter.get)))
         rows.append(row)
+    machines = ("\nTraining minutes by machine: " + "; ".join(f"{letter[m]}: {'; '.join(sorted(m)) or 'not recorded'}"
+                                                              for m in letter) + ".\n") if len(letter) > 1 else ""
     return markdown(["PE", "remedy", "seeds", "16 px (%)", *(f"32 px, {m} (− 16 px)" for m in TRANSFER_MODES),
-                     "training (min)"], rows) + "\n" + transfer_goal(accuracy) + "\n"
+                     "training (min)"], rows) + machines + "\n" + transfer_goal(accuracy) + "\n"
 
 
 def transfer_goal(accuracy: TransferCells) -> str:

@@ -1,6 +1,8 @@
 """vitpe.engine.compiled: the training forward compiled once per training size, and dynamo's graph limit raised to fit
 with no silent eager fallback (train.compile, the compiled benchmarks)."""
 
+from collections.abc import Callable
+
 import pytest
 import torch
 import torch._dynamo as dynamo
@@ -29,19 +31,48 @@ def train_steps(forward, sizes, steps: int = 2) -> None:
 @pytest.mark.parametrize("pe", ["cpb", "sincos", "rope_mixed"])
 def test_one_graph_per_training_size(pe):
     """A PE's grid cache filled at the first compiled call changed what the graph's guards read: every size compiled
-    twice, and five sizes of the recipe passed dynamo's limit of 8 and ran eagerly. Filled first: once per size."""
+    twice, and five sizes of the recipe passed dynamo's limit of 8 and ran eagerly. Now once per size."""
     counter = CompileCounter()
     dynamo.reset()
     try:
         train_steps(SizeCompiled(small_vit(pe), SIZES, precision="bf16", backend=counter), SIZES)
         assert counter.frame_count == len(SIZES)
-        if pe == "cpb":  # the failure this guards against: compiled before the caches were filled
-            unfilled = CompileCounter()
-            dynamo.reset()
-            train_steps(torch.compile(small_vit(pe), dynamic=False, backend=unfilled), SIZES)
-            assert unfilled.frame_count == 2 * len(SIZES)
     finally:
         dynamo.reset()
+
+
+@pytest.mark.parametrize("pe", ["cpb", "sincos", "relbias", "alibi", "rope_axial"])
+def test_a_model_compiled_by_hand_compiles_once_per_size_and_leaves_its_cache_alone(pe):
+    """A user's own torch.compile of a vitpe model, caches not filled: a missing entry is built into the graph and not
+    stored while dynamo traces (storing it had made every size compile twice)."""
+    model, counter = small_vit(pe), CompileCounter()
+    dynamo.reset()
+    try:
+        train_steps(torch.compile(model, dynamic=False, backend=counter), SIZES)
+        assert counter.frame_count == len(SIZES)
+        assert all(not m._cache for m in model.modules() if hasattr(m, "_cache"))
+    finally:
+        dynamo.reset()
+
+
+def test_an_eager_evaluation_between_epochs_costs_no_compilation():
+    """train.py evaluates the plain model eagerly, which fills the caches at the sizes it evaluates; graphs traced
+    with those entries missing would compile again. Filled before compiling, they never see the cache change."""
+    def graphs(compiled: Callable[[ViT, CompileCounter], Callable]) -> int:
+        model, counter = small_vit("cpb"), CompileCounter()
+        dynamo.reset()
+        try:
+            forward = compiled(model, counter)
+            train_steps(forward, SIZES, steps=1)
+            fill_grid_caches(model, SIZES, precision="bf16")  # what an eager evaluation at every size stores
+            train_steps(forward, SIZES, steps=1)
+            return counter.frame_count
+        finally:
+            dynamo.reset()
+
+    assert graphs(lambda model, counter: SizeCompiled(model, SIZES, precision="bf16", backend=counter)) == len(SIZES)
+    # the control: traced with the entries missing
+    assert graphs(lambda model, counter: torch.compile(model, dynamic=False, backend=counter)) == 2 * len(SIZES)
 
 
 def test_filling_the_caches_leaves_the_model_and_the_random_draws_as_they_were():

@@ -1,6 +1,7 @@
 """Every published table is what the committed records give: scripts/report.py regenerates the tables of README.md,
 RESULTS.md, BENCHMARKS.md and docs/results/*.md and fails on any difference."""
 
+import json
 import shutil
 import subprocess
 import sys
@@ -223,3 +224,26 @@ def test_transfer_goal_needs_three_seeds_and_names_the_largest_gains_until_then(
     accuracy[("rope_mixed", 1, "trained with `crop`")] = group([50, 52, 51], {"yarn": [56, 57, 53]})
     assert transfer_goal(accuracy).endswith(
         "Met by `rope_mixed` trained with `crop`, yarn: +4.3 (3 seeds; 55.3% at 32 px).")
+
+
+def test_transfer_training_minutes_are_given_per_machine_when_runs_ran_on_several(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from report_tables import transfer_remedies
+
+    base = tmp_path / "results/transfer"
+    records = []
+    for run, minutes, machine in (("sincos_s0", 8, "slow"), ("sincos_s1", 6, "fast"), ("sincos_s2", 7, "slow")):
+        _recipe_run(base / "trained", run, "sincos", minutes, 0.5, machine)
+        records += [{"run": run, "pe": "sincos", "resolution": px, "pe_resize": "interpolate", "accuracy": acc}
+                    for px, acc in ((16, 0.5), (32, 0.54))]
+    (base / "resolution").mkdir()
+    (base / "resolution/resolution.json").write_text(json.dumps(records))
+    table = transfer_remedies(tmp_path)
+    row = next(line for line in table.splitlines() if line.startswith("| `sincos`"))
+    assert row.endswith("| 6.0 (A) / 7.5 (B) |")  # each machine's mean, never one mean across machines
+    assert "Training minutes by machine: A: fast; B: slow." in table
+    shutil.rmtree(base / "trained/sincos_s1")  # one machine: no letters
+    records = [r for r in records if r["run"] != "sincos_s1"]
+    (base / "resolution/resolution.json").write_text(json.dumps(records))
+    table = transfer_remedies(tmp_path)
+    assert "| 7.5 |" in table and "by machine" not in table

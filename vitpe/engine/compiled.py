@@ -2,16 +2,20 @@
 dynamo's graph limit set so that no graph silently runs eagerly (also used by the benchmarks).
 
 A PE keeps what depends only on the grid (relative indices, a fixed table, a bias cast to the autocast dtype) in a
-cache that its first forward at a grid fills (:meth:`vitpe.pe.base.PositionEncoding.cached`). Compiled, that first
-call mutates a dict the graph's guards read, so the next call recompiles the whole forward: two compilations per size,
-and a progressive schedule of five sizes passed dynamo's default limit of 8 graphs and finished eagerly, with one
-warning. Shapes marked dynamic (dynamo's default after the second size) are worse: the PEs' grid arithmetic (sorting,
-cache keys) sees symbolic sizes and breaks the graph.
+cache that an eager forward at a grid fills (:meth:`vitpe.pe.base.PositionEncoding.cached`). While dynamo traces, a
+missing entry is built into the graph and not stored: stored, it changed a dict the graph's guards read, and the next
+call compiled the whole forward again -- two compilations per size, and a progressive schedule of five sizes passed
+dynamo's default limit of 8 graphs and finished eagerly, with one warning. A graph traced with an entry missing still
+guards on its absence, so the eager evaluation between epochs, which stores it, would send every size it evaluates
+through one more compilation. Shapes marked dynamic (dynamo's default after the second size) are worse: the PEs' grid
+arithmetic (sorting, cache keys) sees symbolic sizes and breaks the graph.
 
 So :class:`SizeCompiled` fills the caches first, by one eager forward of a single blank image per training size
 (evaluation mode, no gradient, under the training's autocast, whose dtype is part of a cached bias's key: BatchNorm
 statistics, dropout and the random generators are untouched), then compiles with static shapes: one compilation per
-size, each graph whole.
+size, each graph whole, the tables its constants. Built in the graph instead, they cost nothing measurable: a
+compiled step of a dim-192, depth-6 ViT at 32 px took 0.993-1.006x the time with them as constants (sincos,
+rope_axial, relbias, alibi; one thread).
 """
 
 from __future__ import annotations

@@ -188,8 +188,16 @@ class PositionEncoding(nn.Module):
 
     # ------------------------------------------------------------------------------------------------- caching
     def cached(self, key: Any, build: Callable[[], Any]) -> Any:
-        """Return ``build()`` memoised under ``key``; built outside autograd and inference mode, on this device."""
+        """Return ``build()`` memoised under ``key``; built outside autograd and inference mode, on this device.
+
+        While ``torch.compile`` traces, a missing entry is built into the graph and not stored: storing it would change
+        the dict the graph's guards read, and the next call would compile the whole forward again (two compilations
+        per grid). An entry stored before compiling is a constant of the graph
+        (:func:`vitpe.engine.compiled.fill_grid_caches`)."""
         if key not in self._cache:
+            if torch.compiler.is_compiling():
+                with torch.no_grad():
+                    return build()
             if len(self._cache) >= _CACHE_SIZE:
                 self._cache.clear()
             with torch.inference_mode(False), torch.no_grad():
