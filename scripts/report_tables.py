@@ -193,10 +193,23 @@ def against_loop(runs: list[Run], loop_minutes: dict[frozenset[str], float]) -> 
     return f"{statistics.fmean(ratios):.2f}{'¹' if len(ratios) < len(runs) else ''}" if ratios else "—"
 
 
+#: The CPUs the pages name by letter, from A: the first grid runs' machine (which did not record itself), then B. A CPU
+#: not listed takes a letter after them, in the order of its description, so a machine has one letter on every page.
+NAMED_MACHINES = ("", "AMD EPYC (L2 1024K, L3 32768K)")
+_THREADS = re.compile(r", \d+ (?:threads?|processes × \d+ threads?)$")
+
+
+def machine_cpu(machines: frozenset[str]) -> str:
+    """The CPU (or CPUs, joined) of a run's machine descriptions, without the thread counts; "" where unrecorded."""
+    return " + ".join(sorted({_THREADS.sub("", description) for description in machines}))
+
+
 def machine_letters(machines: Iterable[frozenset[str]]) -> dict[frozenset[str], str]:
-    """A letter per machine (A, B, ...), machines in order of their descriptions, the unrecorded one first."""
-    ordered = sorted(set(machines), key=lambda m: (bool(m), sorted(m)))
-    return {m: chr(ord("A") + i) for i, m in enumerate(ordered)}
+    """Each machine's letter (:data:`NAMED_MACHINES`), in the order of the letters."""
+    machines = set(machines)
+    cpus = [*NAMED_MACHINES, *sorted({machine_cpu(m) for m in machines} - set(NAMED_MACHINES))]
+    ordered = sorted(machines, key=lambda m: (cpus.index(machine_cpu(m)), sorted(m)))
+    return {m: chr(ord("A") + cpus.index(machine_cpu(m))) for m in ordered}
 
 
 def recipe_grid(root: Path) -> tuple[list[RecipeRow], dict[str, str]]:
