@@ -641,10 +641,10 @@ def transfer_remedies(root: Path) -> str:
         row.append(" / ".join(f"{minutes[m]:.1f}" + (f" ({letter[m]})" if len(letter) > 1 else "")
                               for m in sorted(minutes, key=letter.get)))
         rows.append(row)
-    machines = ("\nTraining minutes by machine: " + "; ".join(f"{letter[m]}: {'; '.join(sorted(m)) or 'not recorded'}"
-                                                              for m in letter) + ".\n") if len(letter) > 1 else ""
+    described = "; ".join(f"{letter[m]}: {'; '.join(sorted(m)) or 'not recorded'}" for m in letter)
+    machine_note = f"\nTraining minutes by machine: {described}.\n" if len(letter) > 1 else ""
     return markdown(["PE", "remedy", "seeds", "16 px (%)", *(f"32 px, {m} (− 16 px)" for m in TRANSFER_MODES),
-                     "training (min)"], rows) + machines + "\n" + transfer_goal(accuracy) + "\n"
+                     "training (min)"], rows) + machine_note + "\n" + transfer_goal(accuracy) + "\n"
 
 
 def transfer_goal(accuracy: TransferCells) -> str:
