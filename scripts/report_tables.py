@@ -17,7 +17,7 @@ import yaml
 
 import vitpe.pe
 from vitpe.bench.targets import check_targets, summary, targets_grid
-from vitpe.machine import as_one_process
+from vitpe.machine import as_one_process, cpu_of
 from vitpe.resolution.report import SEED_SUFFIX, accuracy_grid, gains_table, paired_gains, summarise
 
 SEED = re.compile(r"_s(\d+)$")
@@ -196,12 +196,11 @@ def against_loop(runs: list[Run], loop_minutes: dict[frozenset[str], float]) -> 
 #: The CPUs the pages name by letter, from A: the first grid runs' machine (which did not record itself), then B. A CPU
 #: not listed takes a letter after them, in the order of its description, so a machine has one letter on every page.
 NAMED_MACHINES = ("", "AMD EPYC (L2 1024K, L3 32768K)")
-_THREADS = re.compile(r", \d+ (?:threads?|processes × \d+ threads?)$")
 
 
 def machine_cpu(machines: frozenset[str]) -> str:
     """The CPU (or CPUs, joined) of a run's machine descriptions, without the thread counts; "" where unrecorded."""
-    return " + ".join(sorted({_THREADS.sub("", description) for description in machines}))
+    return " + ".join(sorted(map(cpu_of, machines)))
 
 
 def machine_letters(machines: Iterable[frozenset[str]]) -> dict[frozenset[str], str]:
@@ -400,10 +399,10 @@ def finished_recipe_runs(folder: Path, pattern: str = "*_s[0-9]*") -> list[Run]:
     return [r for r in runs if r.finished and "baseline" not in r.config]
 
 
-def both_cores_loop_minutes(root: Path, suffix: str) -> dict[frozenset[str], float]:
-    """The loop's mean minutes per machine in the anchor folder of the both-cores folder ``suffix``
-    (:data:`BOTH_CORES`), for :func:`against_loop`."""
-    return mean_minutes(by_machine(finished_loops(root / "results/recipe" / f"{CURRENT}_{BOTH_CORES[suffix][1]}")))
+def both_cores_loops(root: Path, suffix: str) -> dict[frozenset[str], list[Run]]:
+    """The loop's finished runs per machine in the anchor folder of the both-cores folder ``suffix``
+    (:data:`BOTH_CORES`)."""
+    return by_machine(finished_loops(root / "results/recipe" / f"{CURRENT}_{BOTH_CORES[suffix][1]}"))
 
 
 def recipe_anchors(root: Path) -> str:
@@ -424,8 +423,9 @@ def recipe_anchors(root: Path) -> str:
         by_pe = {pe: runs for pe in LEVER_GOALS
                  if (runs := finished_recipe_runs(recipe / f"{CURRENT}_{suffix}", f"{pe}_s[0-9]*"))}
         machines = {run.machines for runs in by_pe.values() for run in runs}
+        anchor_loops = both_cores_loops(root, suffix)
         for machine in sorted(machines, key=sorted):
-            loops = by_machine(finished_loops(recipe / f"{CURRENT}_{anchor}"))[anchor_machine(machine)]
+            loops = anchor_loops[anchor_machine(machine)]
             groups.append((machine, {"float32": loops, "bf16": []}, anchor == suffix,
                            [(f"the recipe, `{pe}`, {how}", [r for r in runs if r.machines == machine])
                             for pe, runs in by_pe.items()]))
@@ -456,7 +456,7 @@ def recipe_current_short(root: Path) -> str:
         ratios.append(against_loop(runs, loop_minutes))
     alone = []
     for suffix, (how, _) in BOTH_CORES.items():
-        pes = [f"`{pe}` {against_loop(runs, both_cores_loop_minutes(root, suffix))}" for pe in LEVER_GOALS
+        pes = [f"`{pe}` {against_loop(runs, mean_minutes(both_cores_loops(root, suffix)))}" for pe in LEVER_GOALS
                if (runs := finished_recipe_runs(recipe / f"{CURRENT}_{suffix}", f"{pe}_s[0-9]*"))]
         alone += [f"{how}, {', '.join(pes)}"] if pes else []
     both = f"; alone on both cores: {'; '.join(alone)}" if alone else ""

@@ -42,5 +42,5 @@ def emulated_bf16_note(device: torch.device, precision: str) -> str | None:
         return None
     return ("note: train.precision=bf16 on a CPU without bf16 instructions (no avx512_bf16, amx_bf16 or bf16 among "
             "its flags): autocast emulates them, and a training step of the CPU recipe's model took 10.6-13.5x its "
-            "float32 time on an AVX2-only EPYC; train with train.precision=fp32 (the recipe's float32 budget: "
-            "train.precision=fp32 train.epochs=17)")
+            "float32 time on an AVX2-only EPYC; train with train.precision=fp32 (for the CPU recipe add "
+            "train.epochs=17, its float32 budget)")
