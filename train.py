@@ -32,7 +32,7 @@ from vitpe.cli.exits import add_debug_flag, run_cli
 from vitpe.config import ConfigError, config_from_dict, dump_config, given_keys, load_config, to_dict, validate
 from vitpe.data.from_config import build_run_data
 from vitpe.data.text import Vocabulary
-from vitpe.engine.compiled import SizeCompiled, missing_compiler
+from vitpe.engine.compiled import SizeCompiled, blank_images, blank_sequences, missing_compiler
 from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.engine.distributed import DistInfo, all_reduce_sum, init_distributed, shutdown
 from vitpe.engine.loop import TrainState, evaluate, train_one_epoch
@@ -194,9 +194,10 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
         if not dist_info.is_main:  # the saved running sums are already those of every rank: count them once
             state.loss_sum = state.correct = state.seen = 0.0
     train_model = model
-    if t.compile:  # images: one static graph per training size (vitpe.engine.compiled); text: dynamic lengths
-        train_model = torch.compile(model) if config.task == "text" else \
-            SizeCompiled(model, data.train.img_sizes, model.in_chans, t.precision)
+    if t.compile:  # one static graph per training size, or per padded text width (vitpe.engine.compiled)
+        examples = blank_sequences(data.train.widths()) if config.task == "text" else \
+            blank_images(data.train.img_sizes, model.in_chans)
+        train_model = SizeCompiled(model, examples, t.precision)
     if dist_info.enabled:
         train_model = torch.nn.parallel.DistributedDataParallel(
             train_model, device_ids=[device.index] if device.type == "cuda" else None)

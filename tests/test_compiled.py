@@ -9,8 +9,9 @@ import torch._dynamo as dynamo
 import torch.nn.functional as F
 from torch._dynamo.testing import CompileCounter
 
-from vitpe.engine.compiled import SizeCompiled, compile_limits, fill_grid_caches
-from vitpe.models import ViT
+from vitpe.data.text import PAD_ID
+from vitpe.engine.compiled import SizeCompiled, blank_images, blank_sequences, compile_limits, fill_grid_caches
+from vitpe.models import TextClassifier, ViT
 
 SIZES = [(8, 8), (12, 12), (16, 8)]  # a progressive schedule, a non-square size among them
 
@@ -35,7 +36,7 @@ def test_one_graph_per_training_size(pe):
     counter = CompileCounter()
     dynamo.reset()
     try:
-        train_steps(SizeCompiled(small_vit(pe), SIZES, precision="bf16", backend=counter), SIZES)
+        train_steps(SizeCompiled(small_vit(pe), blank_images(SIZES), "bf16", backend=counter), SIZES)
         assert counter.frame_count == len(SIZES)
     finally:
         dynamo.reset()
@@ -64,13 +65,13 @@ def test_an_eager_evaluation_between_epochs_costs_no_compilation():
         try:
             forward = compiled(model, counter)
             train_steps(forward, SIZES, steps=1)
-            fill_grid_caches(model, SIZES, precision="bf16")  # what an eager evaluation at every size stores
+            fill_grid_caches(model, blank_images(SIZES), "bf16")  # what an eager evaluation at every size stores
             train_steps(forward, SIZES, steps=1)
             return counter.frame_count
         finally:
             dynamo.reset()
 
-    assert graphs(lambda model, counter: SizeCompiled(model, SIZES, precision="bf16", backend=counter)) == len(SIZES)
+    assert graphs(lambda model, counter: SizeCompiled(model, blank_images(SIZES), "bf16", backend=counter)) == len(SIZES)
     # the control: traced with the entries missing
     assert graphs(lambda model, counter: torch.compile(model, dynamic=False, backend=counter)) == 2 * len(SIZES)
 
@@ -82,16 +83,65 @@ def test_filling_the_caches_leaves_the_model_and_the_random_draws_as_they_were()
     stats = [(m.running_mean.clone(), m.running_var.clone(), m.num_batches_tracked.clone()) for m in batch_norms]
     weights = {k: v.clone() for k, v in model.state_dict().items()}
     rng = torch.get_rng_state()
-    fill_grid_caches(model, SIZES, precision="bf16")
+    fill_grid_caches(model, blank_images(SIZES), "bf16")
     assert model.training and torch.equal(torch.get_rng_state(), rng)
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in weights.items())
     assert all(torch.equal(mean, m.running_mean) and torch.equal(var, m.running_var)
                and torch.equal(seen, m.num_batches_tracked) for (mean, var, seen), m in zip(stats, batch_norms))
 
 
+WIDTHS = [8, 16, 21]  # a text set's padded widths (TextBatchLoader's width_multiple=8, the set 21 tokens wide)
+
+
+def text_batch(width: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two right-padded sequences in a batch ``width`` tokens wide, the shorter one 1 to width - 1 tokens long."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.tensor([width - 1, int(torch.randint(1, width, (), generator=g))])  # (2,)
+    mask = torch.arange(width)[None, :] < lengths[:, None]  # (2, L)
+    return torch.randint(3, 50, (2, width), generator=g).masked_fill(~mask, PAD_ID), mask
+
+
+@pytest.mark.parametrize("pe", ["rope_axial", "alibi", "t5bias", "sincos"])
+def test_a_compiled_text_model_takes_one_graph_per_width_evaluation_between_epochs_included(pe):
+    """Text was compiled with dynamic lengths: the mask's checks split the graph, and each length took its own graphs,
+    past dynamo's limit of 8 after a few lengths (then eager, with one warning). Padded to a few widths, one whole
+    graph each, and the eager evaluation between epochs costs nothing."""
+    torch.manual_seed(0)
+    model, counter = TextClassifier(50, 2, max_len=21, dim=32, depth=2, heads=2, pe=pe), CompileCounter()
+    dynamo.reset()
+    try:
+        compiled = SizeCompiled(model, blank_sequences(WIDTHS), "bf16", backend=counter)
+        for epoch in range(2):
+            for seed, width in enumerate(WIDTHS * 2):
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    logits = compiled(*text_batch(width, 10 * epoch + seed))
+                F.cross_entropy(logits.float(), torch.tensor([0, 1])).backward()
+            model.eval()
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+                for width in WIDTHS:
+                    model(*text_batch(width, 100 + width))
+            model.train()
+        assert counter.frame_count == len(WIDTHS)
+    finally:
+        dynamo.reset()
+
+
+def test_a_compiled_text_model_gives_the_eager_logits():
+    torch.manual_seed(0)
+    model = TextClassifier(50, 3, max_len=21, dim=32, depth=2, heads=2, pe="rope_axial", pool="mean").eval()
+    dynamo.reset()
+    try:
+        compiled = SizeCompiled(model, blank_sequences(WIDTHS), backend="aot_eager")
+        for width in WIDTHS:
+            tokens, mask = text_batch(width, width)
+            torch.testing.assert_close(compiled(tokens, mask), model(tokens, mask), atol=1e-5, rtol=1e-5)
+    finally:
+        dynamo.reset()
+
+
 def test_the_compiled_module_trains_the_models_own_parameters():
     model = small_vit("cpb")
-    compiled = SizeCompiled(model, SIZES[:1], backend="eager")
+    compiled = SizeCompiled(model, blank_images(SIZES[:1]), backend="eager")
     assert {id(p) for p in compiled.parameters()} == {id(p) for p in model.parameters()}
     dynamo.reset()
     try:

@@ -117,6 +117,22 @@ def test_text_loader_cuts_batches_to_their_longest_sequence():
     assert [b[1].tolist() for b in train.epoch(1)] == [b[1].tolist() for b in train.epoch(1)]
 
 
+def test_a_width_multiple_pads_batches_to_a_few_widths():
+    """Compiled training: one static graph per width, so the widths are few -- every batch padded to a multiple of 8,
+    at most the set's width -- and the extra columns are padding."""
+    lengths = [3, 7, 9, 16, 20, 21]
+    data = pad_sequences([[5] * n for n in lengths], [0, 1] * 3, ["n", "p"])
+    loader = TextBatchLoader(data, 2, train=False, width_multiple=8)
+    assert loader.widths() == [8, 16, 21]  # 21: the set's width, not 24
+    batches = list(loader.epoch(0))
+    assert [t.shape[1] for (t, _), _ in batches] == [8, 16, 21]
+    assert [m.sum(1).tolist() for (_, m), _ in batches] == [[3, 7], [9, 16], [20, 21]]
+    assert all(((t == PAD_ID) | m).all() and (t[m] != PAD_ID).all() for (t, m), _ in batches)
+    assert TextBatchLoader(data, 2, train=False).widths() == sorted(lengths)
+    with pytest.raises(ValueError, match="width_multiple"):
+        TextBatchLoader(data, 2, train=False, width_multiple=0)
+
+
 def test_training_batches_come_from_length_buckets():
     g = torch.Generator().manual_seed(0)
     lengths = torch.randint(1, 53, (3000,), generator=g).tolist()

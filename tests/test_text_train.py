@@ -114,3 +114,34 @@ def test_short_real_sst2_run_learns_above_chance(tmp_path, capsys):
     assert record["test_acc"] > 0.65, record  # dev accuracy; chance is ~0.51
     assert eval_cli.main([str(out), "--lengths", "32", "--out", str(tmp_path / "ev")]) == 2
     assert "SST-2" in capsys.readouterr().err
+
+
+def test_a_compiled_text_run_pads_its_batches_to_a_few_widths_and_compiles_each_once(tmp_path, monkeypatch):
+    """train.compile=true on text: every training batch padded to a multiple of 8 tokens, one graph per width, none
+    past dynamo's limit (its lengths, 8 to 16 tokens here, would take one graph each)."""
+    import functools
+
+    import torch._dynamo as dynamo
+    from torch._dynamo.testing import CompileCounter
+
+    from vitpe.data.text_loader import TextBatchLoader
+    from vitpe.engine.compiled import SizeCompiled
+
+    counter, widths = CompileCounter(), set()
+    monkeypatch.setattr(train, "missing_compiler", lambda device: None)  # a counting backend needs no C++ compiler
+    monkeypatch.setattr(train, "SizeCompiled", functools.partial(SizeCompiled, backend=counter))
+    batch = TextBatchLoader.batch
+
+    def recording_batch(self, *args, **kwargs):
+        out = batch(self, *args, **kwargs)
+        if self.train:
+            widths.add(out[0][0].shape[1])
+        return out
+
+    monkeypatch.setattr(TextBatchLoader, "batch", recording_batch)
+    dynamo.reset()
+    try:
+        assert _train(tmp_path / "run", "model.pe=alibi", "train.compile=true") == 0
+    finally:
+        dynamo.reset()
+    assert widths == {8, 16} and counter.frame_count == 2

@@ -94,7 +94,8 @@ def build_run_data(config: Config, ckpt: dict[str, Any] | None, device: torch.de
 
         def make(data, train):
             return TextBatchLoader(data, t.batch_size if train else t.eval_batch_size, train=train, seed=t.seed,
-                                   word_dropout=d.word_dropout, **shard)
+                                   word_dropout=d.word_dropout, width_multiple=8 if train and t.compile else 1,
+                                   **shard)  # compiled: one graph per width (vitpe.engine.compiled)
 
         stats = {"train": train_set.length_stats(), d.eval_split: test_set.length_stats(),
                  **({"val": val_set.length_stats()} if val_set is not None else {})}

@@ -7,6 +7,11 @@ similar length and little padding (SST-2: phrases of 1 to 52 words) while every 
 ``word_dropout`` (training only) replaces each real token by ``<unk>`` with that probability (Iyyer et al. 2015,
 "Deep Unordered Composition"): a regulariser, and the only way ``<unk>`` -- which every out-of-vocabulary word of the
 test data maps to -- gets a trained embedding when the vocabulary keeps every training word.
+
+``width_multiple`` pads every batch to a multiple of that many tokens (at most the set's longest sequence), as a
+compiled model needs: one static graph per width, so a handful of graphs instead of one per sequence length (SST-2:
+52), more than dynamo's limit of 8 allows. The model masks the padding and crops its positions to the batch's width,
+so padding changes the real tokens' results only by rounding.
 """
 
 from __future__ import annotations
@@ -19,17 +24,27 @@ from vitpe.data.text import UNK_ID, TextSet
 
 class TextBatchLoader(ShardedBatches):
     """Iterate over ``data`` as ``((tokens, mask), labels)``: tokens (B, L) int64, mask (B, L) bool (True for real
-    tokens), labels (B,), where L is the longest sequence of the batch. Shuffling, seeding and DDP sharding as in
-    :class:`vitpe.data.loader.ShardedBatches`."""
+    tokens), labels (B,), where L is the longest sequence of the batch, rounded up to a multiple of ``width_multiple``
+    (capped at the set's width). Shuffling, seeding and DDP sharding as in :class:`vitpe.data.loader.ShardedBatches`."""
 
     data: TextSet
 
     def __init__(self, data: TextSet, batch_size: int, *, train: bool, bucket: int = 50, word_dropout: float = 0.0,
-                 **kwargs) -> None:
+                 width_multiple: int = 1, **kwargs) -> None:
         super().__init__(data, batch_size, train=train, **kwargs)
         if not 0.0 <= word_dropout < 1.0:
             raise ValueError(f"word_dropout must be in [0, 1), got {word_dropout}")
-        self.bucket, self.word_dropout = bucket, word_dropout
+        if width_multiple < 1:
+            raise ValueError(f"width_multiple must be >= 1, got {width_multiple}")
+        self.bucket, self.word_dropout, self.width_multiple = bucket, word_dropout, width_multiple
+
+    def _width(self, longest: int) -> int:
+        """A batch's width: its longest sequence rounded up to ``width_multiple``, at most the set's width."""
+        return min(-(-longest // self.width_multiple) * self.width_multiple, self.data.tokens.shape[1])
+
+    def widths(self) -> list[int]:
+        """Every width a batch can have (a compiled model's input lengths), shortest first."""
+        return sorted({self._width(int(length)) for length in self.data.lengths.unique()})
 
     def _indices(self, epoch: int) -> torch.Tensor:
         indices = super()._indices(epoch)
@@ -48,7 +63,7 @@ class TextBatchLoader(ShardedBatches):
 
     def batch(self, idx: torch.Tensor, epoch: int, step: int) -> tuple[tuple[torch.Tensor, torch.Tensor], torch.Tensor]:
         lengths = self.data.lengths[idx]  # (B,)
-        width = int(lengths.max())
+        width = self._width(int(lengths.max()))
         tokens = self.data.tokens[idx, :width]  # (B, L)
         mask = torch.arange(width)[None, :] < lengths[:, None]  # (B, L)
         if self.train and self.word_dropout > 0:

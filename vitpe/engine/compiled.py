@@ -10,12 +10,14 @@ guards on its absence, so the eager evaluation between epochs, which stores it, 
 through one more compilation. Shapes marked dynamic (dynamo's default after the second size) are worse: the PEs' grid
 arithmetic (sorting, cache keys) sees symbolic sizes and breaks the graph.
 
-So :class:`SizeCompiled` fills the caches first, by one eager forward of a single blank image per training size
+So :class:`SizeCompiled` fills the caches first, by one eager forward of a single blank input per training shape
 (evaluation mode, no gradient, under the training's autocast, whose dtype is part of a cached bias's key: BatchNorm
 statistics, dropout and the random generators are untouched), then compiles with static shapes: one compilation per
-size, each graph whole, the tables its constants. The fill is about the guards, not speed: a compiled step of a
-dim-192, depth-6 ViT at 32 px with the tables built into the graph took 0.993-1.006x the time of one with them as
-constants (sincos, rope_axial, relbias, alibi; one thread, interleaved).
+shape, each graph whole, the tables its constants. Text batches vary in length: compiled, they are padded to a multiple
+of 8 tokens (:class:`vitpe.data.text_loader.TextBatchLoader`'s ``width_multiple``), one graph per width, where their
+lengths would ask for one graph per length (SST-2: 52), past dynamo's limit. The fill is about the guards, not speed: a
+compiled step of a dim-192, depth-6 ViT at 32 px with the tables built into the graph took 0.993-1.006x the time of one
+with them as constants (sincos, rope_axial, relbias, alibi; one thread, interleaved).
 """
 
 from __future__ import annotations
@@ -59,33 +61,48 @@ def missing_compiler(device: torch.device) -> str | None:
     return None
 
 
-def fill_grid_caches(model: nn.Module, sizes: Sequence[tuple[int, int]], in_chans: int = 3,
-                     precision: str = "auto") -> None:
-    """One forward of a blank (1, in_chans, h, w) image per size, in evaluation mode without gradient and under the
-    autocast of ``precision`` (:mod:`vitpe.engine.precision`), so the PE's grid caches hold every training grid; the
-    model's mode is restored."""
+def blank_images(sizes: Sequence[tuple[int, int]], in_chans: int = 3) -> list[tuple[torch.Tensor]]:
+    """One blank (1, in_chans, h, w) image per size: the example inputs of :class:`SizeCompiled` for a ViT."""
+    return [(torch.zeros(1, in_chans, h, w),) for h, w in dict.fromkeys(tuple(size) for size in sizes)]
+
+
+def blank_sequences(lengths: Sequence[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """One blank (1, L) token sequence with a (1, L) padding mask per length (its last token padding, so the forward
+    takes the masked path of a training batch): the example inputs of :class:`SizeCompiled` for a text model."""
+    examples = []
+    for length in dict.fromkeys(lengths):
+        mask = torch.ones(1, length, dtype=torch.bool)  # (1, L)
+        mask[0, -1] = length == 1  # the last token padding, unless it is the only one
+        examples.append((torch.zeros(1, length, dtype=torch.long), mask))
+    return examples
+
+
+def fill_grid_caches(model: nn.Module, examples: Sequence[tuple[torch.Tensor, ...]], precision: str = "auto") -> None:
+    """One forward of each example input (:func:`blank_images`, :func:`blank_sequences`), in evaluation mode without
+    gradient and under the autocast of ``precision`` (:mod:`vitpe.engine.precision`), so the PE's grid caches hold
+    every training grid; the model's mode is restored."""
     was_training = model.training
     device = next(model.parameters()).device
     model.eval()
     try:
         with torch.no_grad(), autocast(device, precision):
-            for h, w in sizes:
-                model(torch.zeros(1, in_chans, h, w, device=device))
+            for inputs in examples:
+                model(*(x.to(device) for x in inputs))
     finally:
         model.train(was_training)
 
 
 class SizeCompiled(nn.Module):
-    """``model`` compiled for training at ``sizes`` (h, w) under ``precision``: grid caches filled first, one static
-    graph per size, and no eager fallback (room for one unforeseen recompilation per size; past it, dynamo's error).
-    It shares ``model``'s parameters: save and evaluate ``model`` itself. ``backend``: torch.compile's."""
+    """``model`` compiled for training on inputs shaped as ``examples`` (one per training size or sequence width:
+    :func:`blank_images`, :func:`blank_sequences`) under ``precision``: grid caches filled first, one static graph
+    per shape, and no eager fallback (room for one unforeseen recompilation per shape; past it, dynamo's error). It
+    shares ``model``'s parameters: save and evaluate ``model`` itself. ``backend``: torch.compile's."""
 
-    def __init__(self, model: nn.Module, sizes: Sequence[tuple[int, int]], in_chans: int = 3,
-                 precision: str = "auto", backend: str | Any = "inductor") -> None:
+    def __init__(self, model: nn.Module, examples: Sequence[tuple[torch.Tensor, ...]], precision: str = "auto",
+                 backend: str | Any = "inductor") -> None:
         super().__init__()
-        sizes = list(dict.fromkeys(tuple(size) for size in sizes))
-        fill_grid_caches(model, sizes, in_chans, precision)
-        self.graphs = 2 * len(sizes)
+        fill_grid_caches(model, examples, precision)
+        self.graphs = 2 * len(examples)
         self.compiled = torch.compile(model, dynamic=False, backend=backend)
 
     def forward(self, *inputs: Any) -> torch.Tensor:

@@ -100,11 +100,15 @@ class TextClassifier(PETrunk):
                              f"{tokens.dtype}")
         if tokens.shape[1] == 0:
             raise ValueError("got sequences of length 0")
-        if mask is None or bool(mask.all()):
+        if mask is None:
             return None
         if mask.shape != tokens.shape or mask.dtype != torch.bool:
             raise ValueError(f"mask must be bool with the tokens' shape {tuple(tokens.shape)}, got "
                              f"{tuple(mask.shape)} {mask.dtype}")
+        if torch.compiler.is_compiling():  # its values would split the graph: a compiled forward trusts the mask
+            return mask
+        if bool(mask.all()):
+            return None
         if not bool(mask[:, 0].all()):
             raise ValueError("every sequence needs at least one real token (mask[:, 0] must be True)")
         if bool((mask[:, 1:] & ~mask[:, :-1]).any()):
@@ -135,6 +139,8 @@ class TextClassifier(PETrunk):
         return self._features(tokens, mask)[0]
 
     def forward(self, tokens: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """tokens (B, L) int64, mask (B, L) bool (True = real token, right-padded) -> logits (B, num_classes)."""
+        """tokens (B, L) int64, mask (B, L) bool (True = real token, right-padded) -> logits (B, num_classes).
+
+        The mask's values are checked in eager mode; a compiled forward trusts them (a check would split its graph)."""
         x, token_mask = self._features(tokens, mask)
         return self.forward_head(x, token_mask=token_mask)
