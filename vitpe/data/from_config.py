@@ -14,7 +14,7 @@ from vitpe.data.datasets import ImageSet, load_cifar, load_image_folder, synthet
 from vitpe.data.loader import BatchLoader, ShardedBatches, channel_stats
 from vitpe.data.synthetic_text import synthetic_text, synthetic_vocabulary
 from vitpe.data.text import TextSet, Vocabulary, load_sst2, read_sst2
-from vitpe.data.text_loader import TextBatchLoader
+from vitpe.data.text_loader import COMPILED_WIDTH_MULTIPLE, TextBatchLoader
 
 # Synthetic data never depends on train.seed: runs that differ in seed see the same examples.
 SYNTHETIC_TRAIN_SEED, SYNTHETIC_TEST_SEED = 1234, 4321
@@ -94,8 +94,8 @@ def build_run_data(config: Config, ckpt: dict[str, Any] | None, device: torch.de
 
         def make(data, train):
             return TextBatchLoader(data, t.batch_size if train else t.eval_batch_size, train=train, seed=t.seed,
-                                   word_dropout=d.word_dropout, width_multiple=8 if train and t.compile else 1,
-                                   **shard)  # compiled: one graph per width (vitpe.engine.compiled)
+                                   word_dropout=d.word_dropout,
+                                   width_multiple=COMPILED_WIDTH_MULTIPLE if train and t.compile else 1, **shard)
 
         stats = {"train": train_set.length_stats(), d.eval_split: test_set.length_stats(),
                  **({"val": val_set.length_stats()} if val_set is not None else {})}

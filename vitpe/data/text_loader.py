@@ -21,6 +21,9 @@ import torch
 from vitpe.data.loader import ShardedBatches, step_seed
 from vitpe.data.text import UNK_ID, TextSet
 
+#: The ``width_multiple`` of a compiled training run's batches: SST-2's 52 lengths become 7 widths, 7 graphs.
+COMPILED_WIDTH_MULTIPLE = 8
+
 
 class TextBatchLoader(ShardedBatches):
     """Iterate over ``data`` as ``((tokens, mask), labels)``: tokens (B, L) int64, mask (B, L) bool (True for real
