@@ -20,12 +20,17 @@ keep_records() {  # keep_records RUN_DIR: a finished training's records
   done
 }
 
-keep_sweep() {  # keep_sweep OUT_DIR: an eval.py sweep's tables and per-run records (OUT_DIR/runs/*.json)
+keep_sweep() {  # keep_sweep OUT_DIR: an eval.py sweep's per-run records (OUT_DIR/runs/*.json) and tables
   [ -n "${RECORDS:-}" ] || return 0
   local dest
   dest=$(kept_path "$1")
   mkdir -p "$dest/runs"
-  for file in "$1"/resolution.* "$1"/length.* "$1"/runs/*.json; do  # a pattern that matched nothing stays as written
+  for file in "$1"/length.* "$1"/runs/*.json; do  # a pattern that matched nothing stays as written
     if [ -f "$file" ]; then cp "$file" "$dest/${file#"$1"/}"; fi
   done
+  # a resolution sweep joins the one kept before (a run evaluated again replaces its records), so that rerunning an
+  # experiment for a few runs leaves every run in the kept tables, not only those few
+  if [ -f "$1/resolution.json" ]; then
+    "${PYTHON:-python}" scripts/merge_sweeps.py "$1/resolution.json" --into "$dest" > /dev/null
+  fi
 }

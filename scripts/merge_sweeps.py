@@ -3,6 +3,12 @@ later, whose checkpoints no longer sit side by side) into one report: resolution
 
     python scripts/merge_sweeps.py results/compare/resolution.json runs/compare_s2/resolution/resolution.json \\
         --out results/compare [--title "..."]
+    python scripts/merge_sweeps.py runs/transfer/resolution/runs/*.json --into results/transfer/resolution
+
+With ``--into DIR`` the sweep already kept in DIR is updated rather than replaced: its resolution.json is the base,
+a run in the inputs replaces the base's records of the same name (it was evaluated again) and any other joins, and
+the tables are rewritten under the title of DIR's resolution.md. scripts/keep_records.sh keeps every sweep this way,
+so an experiment rerun for a few of its runs adds them to the kept tables instead of leaving only those few.
 
 An input is a sweep's resolution.json or one run's record file (eval.py's DIR/runs/<run>.json, which
 scripts/keep_records.sh keeps under RECORDS), so a sweep whose runs were evaluated on several machines joins too.
@@ -25,8 +31,9 @@ from vitpe.resolution import write_reports
 from vitpe.resolution.report import SEED_SUFFIX
 
 
-def merge(paths: list[Path]) -> list[dict]:
-    """The records of every file, each with a ``group``: its run name without the seed suffix."""
+def merge(paths: list[Path], base: list[dict] | None = None) -> list[dict]:
+    """The records of every file, each with a ``group``: its run name without the seed suffix. ``base``'s records
+    (a kept sweep) join them, but for the runs the files hold again."""
     records, owner = [], {}
     for path in paths:
         try:
@@ -40,6 +47,8 @@ def merge(paths: list[Path]) -> list[dict]:
                 raise ValueError(f"run {record['run']!r} is in both {owner[record['run']]} and {path}; "
                                  f"a seed must be counted once")
             records.append({**record, "group": SEED_SUFFIX.sub("", record["run"])})
+    records += [{**record, "group": SEED_SUFFIX.sub("", record["run"])} for record in base or []
+                if record["run"] not in owner]
     sizes = defaultdict(set)
     for r in records:
         if r["accuracy"] is not None:
@@ -51,18 +60,35 @@ def merge(paths: list[Path]) -> list[dict]:
     return records
 
 
+def kept_sweep(folder: Path) -> tuple[list[dict], str | None]:
+    """The records of the report in ``folder`` and its heading; none (and no heading) where it holds none yet."""
+    path = folder / "resolution.json"
+    if not path.exists():
+        return [], None
+    try:
+        records = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: not a readable resolution.json ({err}); restore it (git checkout) or use --out")
+    heading = (folder / "resolution.md").read_text().partition("\n")[0] if (folder / "resolution.md").exists() else ""
+    return records, heading[2:] if heading.startswith("# ") else None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("records", nargs="+", type=Path, help="resolution.json files")
-    parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--title", default="Accuracy against test resolution")
+    parser.add_argument("records", nargs="+", type=Path, help="resolution.json files or eval.py's per-run records")
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--out", type=Path, help="write a new report of the inputs here")
+    target.add_argument("--into", type=Path, help="update the report kept here with the inputs")
+    parser.add_argument("--title", help="the report's heading (default: --into's own, else a generic one)")
     args = parser.parse_args(argv)
     try:
-        records = merge(args.records)
+        base, title = kept_sweep(args.into) if args.into else ([], None)
+        records = merge(args.records, base)
     except (ValueError, KeyError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    for path in write_reports(records, args.out, "resolution", args.title):
+    title = args.title or title or "Accuracy against test resolution"
+    for path in write_reports(records, args.into or args.out, "resolution", title):
         print(path)
     return 0
 

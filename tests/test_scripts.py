@@ -221,6 +221,49 @@ def test_merge_sweeps_refuses_a_seed_twice_or_mixed_sample_sizes(tmp_path, capsy
     assert "same --limit" in capsys.readouterr().err
 
 
+def test_merge_sweeps_into_a_kept_report_replaces_runs_evaluated_again_and_keeps_its_title(tmp_path, capsys):
+    kept, new = tmp_path / "kept", tmp_path / "new.json"
+    assert script_main("merge_sweeps", *_written(tmp_path, "old.json", {"sincos_s0": 0.50, "sincos_s1": 0.52}),
+                       "--out", str(kept), "--title", "Kept sweep")[0] == 0
+    new.write_text(json.dumps(_records({"sincos_s1": 0.60, "sincos_s2": 0.70})))
+    assert script_main("merge_sweeps", str(new), "--into", str(kept))[0] == 0
+    accuracy = {r["run"]: r["accuracy"] for r in json.loads((kept / "resolution.json").read_text())}
+    assert accuracy == {"sincos_s0": 0.50, "sincos_s1": 0.60, "sincos_s2": 0.70}  # s1 replaced, s2 added, s0 kept
+    table = (kept / "resolution.md").read_text()
+    assert table.startswith("# Kept sweep\n") and "| sincos | interpolate | 60.0 ± 10.0 (3) |" in table
+    assert script_main("merge_sweeps", *_written(tmp_path, "more.json", {"sincos_s3": 0.5}, n=200),
+                       "--into", str(kept))[0] == 2  # the kept runs count in the sample-size check
+    assert "same --limit" in capsys.readouterr().err
+    (kept / "resolution.json").write_text("{truncated")
+    assert script_main("merge_sweeps", str(new), "--into", str(kept))[0] == 2
+    assert "not a readable resolution.json" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # one of --out and --into
+        script_main("merge_sweeps", str(new))
+
+
+def test_keep_sweep_joins_each_sweep_to_the_kept_one(tmp_path):
+    """An experiment rerun for some of its runs: the kept tables hold every run, the rerun ones at their new value."""
+    for name, runs in [("first", {"cpb_s0": 0.5, "cpb_s1": 0.6}), ("second", {"cpb_s1": 0.7, "cpb_s2": 0.8})]:
+        sweep = tmp_path / "runs" / name / "resolution"
+        (sweep / "runs").mkdir(parents=True)
+        (sweep / "resolution.json").write_text(json.dumps(_records(runs)))
+        for run, acc in runs.items():
+            (sweep / "runs" / f"{run}.json").write_text(json.dumps({"records": _records({run: acc})}))
+        done = subprocess.run(["bash", "-c", f"source scripts/keep_records.sh && keep_sweep {sweep}"], cwd=ROOT,
+                              env={**os.environ, "PYTHON": sys.executable, "RECORDS": str(tmp_path / "kept"),
+                                   "RUNS": str(tmp_path / "runs" / name)}, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    kept = tmp_path / "kept" / "resolution"
+    assert {r["run"]: r["accuracy"] for r in json.loads((kept / "resolution.json").read_text())} == \
+        {"cpb_s0": 0.5, "cpb_s1": 0.7, "cpb_s2": 0.8}
+    assert sorted(p.name for p in (kept / "runs").iterdir()) == ["cpb_s0.json", "cpb_s1.json", "cpb_s2.json"]
+
+
+def _written(folder: Path, name: str, runs: dict[str, float], n: int = 100) -> list[str]:
+    (folder / name).write_text(json.dumps(_records(runs, n)))
+    return [str(folder / name)]
+
+
 @pytest.mark.skipif(not (DATA / "cifar-10-batches-py").is_dir(), reason="CIFAR-10 not in VITPE_DATA")
 def test_recipe_vs_timm_runs_both_side_by_side_and_tabulates(tmp_path):
     env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "VITPE_DATA": str(DATA), "SEEDS": "0",
