@@ -31,24 +31,27 @@ from vitpe.resolution import write_reports
 from vitpe.resolution.report import SEED_SUFFIX
 
 
+def read_records(path: Path) -> list[dict]:
+    """The records of a sweep's resolution.json or of one run's record file (eval.py's DIR/runs/<run>.json)."""
+    try:
+        loaded = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: not a readable resolution.json ({err})") from None
+    return loaded["records"] if isinstance(loaded, dict) and "records" in loaded else loaded
+
+
 def merge(paths: list[Path], base: list[dict] | None = None) -> list[dict]:
     """The records of every file, each with a ``group``: its run name without the seed suffix. ``base``'s records
     (a kept sweep) join them, but for the runs the files hold again."""
     records, owner = [], {}
     for path in paths:
-        try:
-            loaded = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise ValueError(f"{path}: not a readable resolution.json ({err})") from None
-        if isinstance(loaded, dict) and "records" in loaded:  # one run's record file of eval.py (DIR/runs/<run>.json)
-            loaded = loaded["records"]
-        for record in loaded:
+        for record in read_records(path):
             if owner.setdefault(record["run"], path) != path:
                 raise ValueError(f"run {record['run']!r} is in both {owner[record['run']]} and {path}; "
                                  f"a seed must be counted once")
-            records.append({**record, "group": SEED_SUFFIX.sub("", record["run"])})
-    records += [{**record, "group": SEED_SUFFIX.sub("", record["run"])} for record in base or []
-                if record["run"] not in owner]
+            records.append(record)
+    records += [record for record in base or [] if record["run"] not in owner]
+    records = [{**record, "group": SEED_SUFFIX.sub("", record["run"])} for record in records]
     sizes = defaultdict(set)
     for r in records:
         if r["accuracy"] is not None:
@@ -62,14 +65,14 @@ def merge(paths: list[Path], base: list[dict] | None = None) -> list[dict]:
 
 def kept_sweep(folder: Path) -> tuple[list[dict], str | None]:
     """The records of the report in ``folder`` and its heading; none (and no heading) where it holds none yet."""
-    path = folder / "resolution.json"
-    if not path.exists():
+    if not (folder / "resolution.json").exists():
         return [], None
     try:
-        records = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path}: not a readable resolution.json ({err}); restore it (git checkout) or use --out")
-    heading = (folder / "resolution.md").read_text().partition("\n")[0] if (folder / "resolution.md").exists() else ""
+        records = read_records(folder / "resolution.json")
+        table = folder / "resolution.md"
+        heading = table.read_text().partition("\n")[0] if table.exists() else ""
+    except (ValueError, OSError) as err:
+        raise ValueError(f"{err}; restore it (git checkout) or use --out") from None
     return records, heading[2:] if heading.startswith("# ") else None
 
 

@@ -14,7 +14,7 @@ So :class:`SizeCompiled` fills the caches first, by one eager forward of a singl
 (evaluation mode, no gradient, under the training's autocast, whose dtype is part of a cached bias's key: BatchNorm
 statistics, dropout and the random generators are untouched), then compiles with static shapes: one compilation per
 shape, each graph whole, the tables its constants. Text batches vary in length: compiled, they are padded to a multiple
-of 8 tokens (:data:`vitpe.data.text_loader.COMPILED_WIDTH_MULTIPLE`), one graph per width, where their lengths would ask
+of :data:`vitpe.data.text_loader.COMPILED_WIDTH_MULTIPLE` tokens, one graph per width, where their lengths would ask
 for one graph per length (SST-2: 52), past dynamo's limit. The fill is about the guards, not speed: a compiled step of a
 dim-192, depth-6 ViT at 32 px with the tables built into the graph took 0.993-1.006x the time of one with them as
 constants (sincos, rope_axial, relbias, alibi; one thread, interleaved).
