@@ -494,7 +494,29 @@ def recipe_resolution(root: Path) -> str:
         seeds[record["pe"]].add(record["run"])
     waiting = missing_pes(seeds, "swept")
     note = "\nSeeds per row: " + ", ".join(f"`{pe}` {len(seeds[pe])}" for pe in sorted(seeds)) + "."
-    return resolution_table(records) + note + (f" {waiting}." if waiting else "") + "\n"
+    reruns = rerun_note(root, {run for runs in seeds.values() for run in runs})
+    return resolution_table(records) + note + (f" {waiting}." if waiting else "") + reruns + "\n"
+
+
+def rerun_note(root: Path, swept: set[str]) -> str:
+    """Which swept models are reruns (``results/recipe/rerun/``: the grid's first runs kept no checkpoint, so their
+    config and seed were trained again), each with its full-test accuracy beside the grid run's: a rerun on another
+    kind of CPU is a close model, not the same one."""
+    folder = root / "results/recipe/rerun"
+    reruns = [read_run(f) for f in sorted(folder.iterdir()) if f.is_dir()] if folder.is_dir() else []
+    reruns = [r for r in reruns if r.finished and r.name in swept]
+    if not reruns:
+        return ""
+    letter = machine_letters(r.machines for r in reruns)
+    described = "; ".join(f"{letter[m]}: {', '.join(sorted(m))}" for m in dict.fromkeys(r.machines for r in reruns))
+    pairs = []
+    for rerun in reruns:
+        grid = root / "results/recipe/grid" / rerun.name
+        was = f" (grid's {read_run(grid).accuracy:.1f}%)" if (grid / "metrics.jsonl").is_file() else ""
+        pairs.append(f"`{rerun.config['model']['pe']}` seed {rerun.seed} on {letter[rerun.machines]}: "
+                     f"{rerun.accuracy:.1f}%{was}")
+    return (" Swept from reruns of the same config and seed (the grid's first runs kept no checkpoint; "
+            f"`results/recipe/rerun/`), full test split: {'; '.join(pairs)}. Machines: {described}.")
 
 
 # ------------------------------------------------------------------------------------------- the 3-epoch grid

@@ -97,6 +97,26 @@ def test_recipe_wall_times_are_divided_only_by_the_loop_on_the_same_machine(tmp_
     assert "— ran on a machine where the loop did not run" in short
 
 
+def test_the_recipe_sweep_names_its_reruns_with_their_accuracy_beside_the_grids(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from report_tables import recipe_resolution
+
+    recipe = tmp_path / "results/recipe"
+    _recipe_run(recipe / "grid", "cpb_s0", "cpb", 40, 0.781, None)
+    _recipe_run(recipe / "rerun", "cpb_s0", "cpb", 41, 0.785, "AMD EPYC (L2 512K, L3 32768K), 1 thread")
+    _recipe_run(recipe / "rerun", "cpb_s1", "cpb", 41, 0.790, "AMD EPYC (L2 512K, L3 32768K), 1 thread")  # unswept
+    (recipe / "rerun/learnable_s0").mkdir()  # an interrupted rerun: planned 2 epochs, one done
+    (recipe / "rerun/learnable_s0/config.yaml").write_text("model:\n  pe: learnable\ntrain:\n  epochs: 2\n")
+    (recipe / "rerun/learnable_s0/metrics.jsonl").write_text('{"epoch": 1, "test_acc": 0.5, "elapsed_s": 60}\n')
+    records = [{"run": run, "pe": run[:-3], "resolution": 16, "train_resolution": 32, "pe_resize": "interpolate",
+                "accuracy": 0.7, "loss": 1.0, "n": 2000} for run in ("cpb_s0", "learnable_s0", "peg_s0")]
+    (recipe / "resolution.json").write_text(json.dumps(records))
+    note = recipe_resolution(tmp_path).splitlines()[-1]
+    assert "`cpb` seed 0 on C: 78.5% (grid's 78.1%)" in note
+    assert "seed 1" not in note and "`learnable` seed" not in note  # not swept; not finished
+    assert "C: AMD EPYC (L2 512K, L3 32768K), 1 thread" in note
+
+
 def test_a_levers_loop_run_anchors_wall_times_on_its_machine(tmp_path):
     sys.path.insert(0, str(ROOT / "scripts"))
     from report_tables import against_loop, loop_minutes_by_machine, read_run
