@@ -515,8 +515,7 @@ def rerun_note(root: Path, swept: set[str]) -> str:
         was = f" (grid's {read_run(grid).accuracy:.1f}%)" if (grid / "metrics.jsonl").is_file() else ""
         pairs.append(f"`{rerun.config['model']['pe']}` seed {rerun.seed} on {letter[rerun.machines]}: "
                      f"{rerun.accuracy:.1f}%{was}")
-    return (" Swept from reruns of the same config and seed (the grid's first runs kept no checkpoint; "
-            f"`results/recipe/rerun/`), full test split: {'; '.join(pairs)}. Machines: {described}.")
+    return f" Swept from reruns, their accuracy on the full test split: {'; '.join(pairs)}. Machines: {described}."
 
 
 # ------------------------------------------------------------------------------------------- the 3-epoch grid
