@@ -203,6 +203,11 @@ def machine_cpu(machines: frozenset[str]) -> str:
     return " + ".join(sorted(map(cpu_of, machines)))
 
 
+def named_machine(letter: dict[frozenset[str], str], machine: frozenset[str], unrecorded: str = "not recorded") -> str:
+    """``"<letter>: <what ran it>"`` for a machine of :func:`machine_letters`, the legend under a table."""
+    return f"{letter[machine]}: {'; '.join(sorted(machine)) or unrecorded}"
+
+
 def machine_letters(machines: Iterable[frozenset[str]]) -> dict[frozenset[str], str]:
     """Each machine's letter (:data:`NAMED_MACHINES`), in the order of the letters."""
     machines = set(machines)
@@ -239,7 +244,7 @@ def recipe_grid(root: Path) -> tuple[list[RecipeRow], dict[str, str]]:
              for pe in sorted(by_pe, key=lambda p: -statistics.fmean(r.accuracy for r in by_pe[p].values()))]
     waiting = missing_pes(by_pe, "finished")
     notes = {"machines": "Machines: " + "; ".join(
-        f"{letter[m]}: {'; '.join(sorted(m)) or 'not recorded (the first runs of the grid)'}"
+        named_machine(letter, m, "not recorded (the first runs of the grid)")
         + ("" if m in loops else " (no loop ran there: no ratio)") for m in machines) + ".",
         "partial": f"¹ over the seeds that ran on a machine where the loop ran too ({', '.join(partial)})."
         if partial else "",
@@ -494,7 +499,7 @@ def recipe_resolution(root: Path) -> str:
         seeds[record["pe"]].add(record["run"])
     waiting = missing_pes(seeds, "swept")
     note = "\nSeeds per row: " + ", ".join(f"`{pe}` {len(seeds[pe])}" for pe in sorted(seeds)) + "."
-    reruns = rerun_note(root, {run for runs in seeds.values() for run in runs})
+    reruns = rerun_note(root, {record["run"] for record in records})
     return resolution_table(records) + note + (f" {waiting}." if waiting else "") + reruns + "\n"
 
 
@@ -508,7 +513,7 @@ def rerun_note(root: Path, swept: set[str]) -> str:
     if not reruns:
         return ""
     letter = machine_letters(r.machines for r in reruns)
-    described = "; ".join(f"{letter[m]}: {', '.join(sorted(m))}" for m in dict.fromkeys(r.machines for r in reruns))
+    described = "; ".join(named_machine(letter, m) for m in letter)
     pairs = []
     for rerun in reruns:
         grid = root / "results/recipe/grid" / rerun.name
@@ -662,7 +667,7 @@ def transfer_remedies(root: Path) -> str:
         row.append(" / ".join(f"{minutes[m]:.1f}" + (f" ({letter[m]})" if len(letter) > 1 else "")
                               for m in sorted(minutes, key=letter.get)))
         rows.append(row)
-    described = "; ".join(f"{letter[m]}: {'; '.join(sorted(m)) or 'not recorded'}" for m in letter)
+    described = "; ".join(named_machine(letter, m) for m in letter)
     machine_note = f"\nTraining minutes by machine: {described}.\n" if len(letter) > 1 else ""
     return markdown(["PE", "remedy", "seeds", "16 px (%)", *(f"32 px, {m} (− 16 px)" for m in TRANSFER_MODES),
                      "training (min)"], rows) + machine_note + "\n" + transfer_goal(accuracy) + "\n"
