@@ -60,6 +60,11 @@ class Run:
         return frozenset(r["machine"] for r in self.records if "machine" in r) or self.recorded_machine
 
     @property
+    def pe(self) -> str:
+        """The run's ``model.pe`` (a vitpe run; a timm loop has none)."""
+        return self.config["model"]["pe"]
+
+    @property
     def seed(self) -> int | None:
         match = SEED.search(self.name)
         return int(match.group(1)) if match else None
@@ -226,7 +231,7 @@ def recipe_grid(root: Path) -> tuple[list[RecipeRow], dict[str, str]]:
     by_pe: dict[str, dict[int, Run]] = defaultdict(dict)
     for run in runs:
         if run.finished:
-            (loops[run.machines] if "baseline" in run.config else by_pe[run.config["model"]["pe"]])[run.seed] = run
+            (loops[run.machines] if "baseline" in run.config else by_pe[run.pe])[run.seed] = run
     loop_minutes = loop_minutes_by_machine(root)
     letter = machine_letters(r.machines for r in runs if r.finished)
     machines = list(letter)
@@ -419,7 +424,7 @@ def recipe_anchors(root: Path) -> str:
     groups = []  # (machine, the loops by kind, whether they show, [(label, runs)])
     side: dict[frozenset[str], dict[str, list[Run]]] = defaultdict(lambda: defaultdict(list))
     for run in finished_recipe_runs(recipe / CURRENT):
-        side[run.machines][run.config["model"]["pe"]].append(run)
+        side[run.machines][run.pe].append(run)
     for machine in sorted(side, key=sorted):
         loops = {"float32": fp32.get(machine, []), "bf16": bf16.get(machine, [])}
         groups.append((machine, loops, True, [(f"the recipe, `{pe}`", side[machine][pe]) for pe in LEVER_GOALS
@@ -518,7 +523,7 @@ def rerun_note(root: Path, swept: set[str]) -> str:
     for rerun in reruns:
         grid = root / "results/recipe/grid" / rerun.name
         was = f" (grid's {read_run(grid).accuracy:.1f}%)" if (grid / "metrics.jsonl").is_file() else ""
-        pairs.append(f"`{rerun.config['model']['pe']}` seed {rerun.seed} on {letter[rerun.machines]}: "
+        pairs.append(f"`{rerun.pe}` seed {rerun.seed} on {letter[rerun.machines]}: "
                      f"{rerun.accuracy:.1f}%{was}")
     return f" Swept from reruns, their accuracy on the full test split: {'; '.join(pairs)}. Machines: {described}."
 
