@@ -1,24 +1,26 @@
 #!/usr/bin/env bash
 # The project's GPU checks, as one script that fits a short GPU booking
-# (every step has its own time limit, and a step that fails or runs out of time does not stop the next; all steps
-# take about 16 minutes, more than one device call's 10, so give a call a part: STEPS="tests bench_quick rotation_ab
-# bench" is about 7 minutes, STEPS="flex_ab" about 3):
+# (every step has its own time limit, and a step that fails or runs out of time does not stop the next). Measured on
+# an H200 (2026-12-04): tests 33 s, flex_ab 114 s, bench 25 s, one rotation_ab run 19 s (eight here); bench_compiled
+# had not finished within 170 s; recipe is TRAIN_SECONDS plus about a minute. Give a call a part with STEPS:
 #   1. tests: pytest tests/test_rotary_triton.py, whose CUDA test runs the Triton rotation on the GPU (half a minute)
 #   2. python -m vitpe.bench --quick (a smoke run: a broken CUDA path shows in a minute)
 #   3. rotation_ab: RoPE's eager rotation as the complex product against the Triton kernels, in the same rounds
 #      (benchmarks/changes.py rotary_triton), training and inference, both dims, 32 and 64 px
-#   4. flex_ab: the logits-site PEs' bias as SDPA's float mask against FlexAttention's score_mod, in the same
-#      rounds (benchmarks/changes.py flex_bias): does a flash-style kernel take away their GPU overhead? Recipe dims at 32 px,
-#      training and inference; default dims at 64 px, training
-#   5. python -m vitpe.bench eager at 32 and 64 px, then --compile for three PEs at 32 px
-#   6. the GPU recipe (configs/cifar10_gpu_10min.yaml) with one PE: a 2-epoch probe times an epoch, then one run with
+#   4. profile: where an eager training step's time goes (benchmarks/profile_step.py), no PE, RoPE-Axial and
+#      RoPE-Mixed at the recipe's dims, 32 px: the wall time per step against the GPU's busy time, the top operators
+#   5. flex_ab: the logits-site PEs' bias as SDPA's float mask against FlexAttention's score_mod, in the same
+#      rounds (benchmarks/changes.py flex_bias); recipe dims at 32 px, training and inference; default dims at 64 px,
+#      training (answered on an H200: FlexAttention 1.26-1.37x slower; BENCHMARKS.md)
+#   6. python -m vitpe.bench eager at 32 and 64 px, then --compile for three PEs at 32 px
+#   7. the GPU recipe (configs/cifar10_gpu_10min.yaml) with one PE: a 2-epoch probe times an epoch, then one run with
 #      as many epochs as fit in TRAIN_SECONDS (warm-up a twentieth of them); accuracy per epoch against wall time
 #      is in its metrics.jsonl
 # Then OUT/summary.md: the recipe's accuracy against wall time, the A/B and the benchmarks' tables.
 #
 #   VITPE_DATA=/path/to/data [OUT=runs/gpu_check] [DEVICE=cuda] [PE=rope_mixed] [TRAIN_SECONDS=420] \
 #     [CONFIG=configs/cifar10_gpu_10min.yaml] [EXTRA="key=value ..."] [BENCH_ARGS="..."] \
-#     [STEPS="tests bench_quick rotation_ab flex_ab bench bench_compiled recipe"] scripts/gpu_check.sh
+#     [STEPS="tests bench_quick rotation_ab profile flex_ab bench bench_compiled recipe"] scripts/gpu_check.sh
 #
 # DEVICE=cpu with tiny EXTRA/BENCH_ARGS runs the same steps on a CPU (how the script is tested).
 set -uo pipefail
@@ -26,7 +28,7 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}
 out=${OUT:-runs/gpu_check} device=${DEVICE:-cuda} pe=${PE:-rope_mixed} seconds=${TRAIN_SECONDS:-420}
 config=${CONFIG:-configs/cifar10_gpu_10min.yaml} extra=${EXTRA:-} bench_args=${BENCH_ARGS:-}
-all_steps="tests bench_quick rotation_ab flex_ab bench bench_compiled recipe"
+all_steps="tests bench_quick rotation_ab profile flex_ab bench bench_compiled recipe"
 steps=" ${STEPS:-$all_steps} "
 for s in $steps; do
   case " $all_steps " in *" $s "*) ;;
@@ -76,6 +78,8 @@ export PYTHON device
 # each A/B prints its overheads over none and new/old; 'train 32px rope_axial new/old 0.8' is the Triton kernels' gain
 step rotation_ab 240 bash -c 'ab_runs rotary_triton "$@"' ab_runs "default 32 train" "default 32 infer" \
   "default 64 train" "default 64 infer" "recipe 32 train" "recipe 32 infer" "recipe 64 train" "recipe 64 infer"
+step profile 150 bash -c 'for pe in none rope_axial rope_mixed; do
+  "$PYTHON" benchmarks/profile_step.py "$pe" --device "$device" --rows 25 || exit; done'
 # the same for the biases: 'train 32px relbias new/old 0.7' would be FlexAttention's gain
 step flex_ab 180 bash -c 'ab_runs flex_bias "$@"' ab_runs "recipe 32 train" "recipe 32 infer" "default 64 train"
 
@@ -110,9 +114,11 @@ for line in open(sys.argv[1]):
     print(f\"| {r['epoch']} | {100 * r['test_acc']:.2f} | {r['elapsed_s']:.0f} |\")" "$out/recipe_$pe/metrics.jsonl"
   fi
   for ab in "rotation_ab|RoPE's eager rotation: complex product (old) against the Triton kernels (new)" \
-            "flex_ab|A bias as SDPA's float mask (old) against FlexAttention's score_mod (new)"; do
+            "flex_ab|A bias as SDPA's float mask (old) against FlexAttention's score_mod (new)" \
+            "profile|One eager training step: wall time against the GPU's busy time (profile.log has the operators)"; do
     log=$out/${ab%%|*}.log
-    [ -f "$log" ] && { echo; echo "## ${ab#*|}"; echo; echo '```'; grep -E "^==|new/old|over none" "$log"; echo '```'; }
+    [ -f "$log" ] && { echo; echo "## ${ab#*|}"; echo; echo '```'
+                       grep -E "^==|new/old|over none|ms per training step|GPU busy" "$log"; echo '```'; }
   done
   for name in bench bench_compiled bench_quick; do
     [ -f "$out/$name/bench.md" ] && { echo; echo "## $name"; echo; cat "$out/$name/bench.md"; }

@@ -492,6 +492,25 @@ def recipe_gpu(root: Path) -> str:
                      ["wall (s)", *(f"{r['elapsed_s']:.0f}" for r in shown)]])
 
 
+def _test_acc_by(run: Run, seconds: float) -> str:
+    """The test accuracy of the last epoch that ended within ``seconds`` of wall time."""
+    done = [r for r in run.records if r["elapsed_s"] <= seconds]
+    return f"{100 * done[-1]['test_acc']:.1f}" if done else MISSING
+
+
+def recipe_gpu_four(root: Path) -> str:
+    """The GPU recipe with and without mixup/cutmix, two PEs, four runs at once on one GPU."""
+    rows = []
+    for folder in sorted((root / "results/recipe/gpu_h200_four_at_once").iterdir()):
+        run = read_run(folder)
+        data = run.config["data"]
+        rows.append([f"`{run.pe}`", f"{data['mixup']} / {data['cutmix']}", str(run.last["epoch"]),
+                     f"{run.last['elapsed_s']:.0f}", f"{statistics.median(r['img_per_s'] for r in run.records):,.0f}",
+                     *(_test_acc_by(run, t) for t in (60, 120, 180)), f"{run.accuracy:.1f}"])
+    return markdown(["PE", "mixup / cutmix", "epochs", "wall (s)", "train img/s (median epoch)",
+                     "test acc. (%) by 60 s", "by 120 s", "by 180 s", "at the end"], rows)
+
+
 def recipe_resolution(root: Path) -> str:
     """The recipe's models across test sizes, both modes (pending until the sweep is committed)."""
     path = root / "results/recipe/resolution.json"
@@ -820,15 +839,44 @@ def bench_throughput(root: Path) -> str:
 
 
 def bench_gpu(root: Path) -> str:
-    """The one GPU measurement: each PE's step time over no PE."""
+    """The GPU runs: each PE's step time over no PE, and the kernels it adds to a training step (runs that count)."""
     rows = []
     for name in GPU_RUNS:
         result = _bench(root, name)
+        kernels = {(r["pe"], r["img_size"]): r.get("train_kernels") for r in result["rows"]}
         for r in result["rows"]:
             if r["pe"] not in ("timm", "none (again)"):
-                rows.append([_preset(result), r["img_size"], f"`{r['pe']}`", f"{1 / r['train_vs_none'] - 1:+.1%}",
-                             f"{1 / r['infer_vs_none'] - 1:+.1%}"])
-    return markdown(["preset", "px", "PE", "training step over `none`", "inference over `none`"], rows)
+                added = kernels[r["pe"], r["img_size"]], kernels["none", r["img_size"]]
+                rows.append([f"`{name}`", r["img_size"], f"`{r['pe']}`", f"{1 / r['train_vs_none'] - 1:+.1%}",
+                             f"{1 / r['infer_vs_none'] - 1:+.1%}",
+                             MISSING if None in added else f"{added[0] - added[1]:+d}"])
+    return markdown(["run (`results/bench/`)", "px", "PE", "training step over `none`", "inference over `none`",
+                     "kernels per training step over `none`"], rows)
+
+
+AB_DIMS = re.compile(r"^== (\w+) dims")
+AB_OVER_NONE = re.compile(r"^(train|infer) (\d+)px (\w+)/(old|new) +[\d.]+ ms +over none ([+-][\d.]+)%")
+AB_RATIO = re.compile(r"^(train|infer) (\d+)px (\w+) new/old ([\d.]+) \[([\d.]+), ([\d.]+)\]")
+
+
+def bench_gpu_ab(root: Path) -> str:
+    """The GPU A/Bs of ``benchmarks/changes.py`` (their logs in ``results/bench/ab_h200/``): old and new over
+    ``none``, and new/old with its 90% interval."""
+    rows = []
+    for log in sorted((root / "results/bench/ab_h200").glob("*.log")):
+        dims, over = None, {}
+        for line in log.read_text().splitlines():
+            if match := AB_DIMS.match(line):
+                dims = match.group(1)
+            elif match := AB_OVER_NONE.match(line):
+                kind, px, pe, side, value = match.groups()
+                over[kind, px, pe, side] = f"{float(value):+.1f}%"
+            elif match := AB_RATIO.match(line):
+                kind, px, pe, ratio, low, high = match.groups()
+                rows.append([f"`{log.stem}`", dims, px, "training" if kind == "train" else "inference", f"`{pe}`",
+                             over[kind, px, pe, "old"], over[kind, px, pe, "new"], f"{ratio} ({low}…{high})"])
+    return markdown(["change (`benchmarks/changes.py`)", "dims", "px", "step", "PE", "old over `none`",
+                     "new over `none`", "new/old (90% interval)"], rows)
 
 
 TABLES: dict[str, Callable[[Path], str]] = {
@@ -841,6 +889,7 @@ TABLES: dict[str, Callable[[Path], str]] = {
     "pe-order": pe_order,
     "recipe-diagnostic": recipe_diagnostic,
     "recipe-gpu": recipe_gpu,
+    "recipe-gpu-four": recipe_gpu_four,
     "recipe-resolution": recipe_resolution,
     "compare-accuracy": compare_accuracy,
     "compare-resolution": compare_resolution,
@@ -859,4 +908,5 @@ TABLES: dict[str, Callable[[Path], str]] = {
     "bench-targets-compiled": bench_targets("compiled"),
     "bench-throughput": bench_throughput,
     "bench-gpu": bench_gpu,
+    "bench-gpu-ab": bench_gpu_ab,
 }

@@ -30,3 +30,26 @@ def test_one_graph_and_the_same_numbers(pe):
         assert torch.allclose(out, eager_out, atol=1e-5) and torch.allclose(grad, eager_grad, atol=1e-5)
         with torch.inference_mode():  # inference traces other forms (RoPE channel by channel, SDPA for a bias)
             assert torch.allclose(compiled(x), eager_out, atol=1e-5)
+
+
+@pytest.mark.parametrize("pe", ["rope_mixed", "relbias"])
+def test_one_graph_under_autocast_where_dynamo_cannot_ask_whether_a_device_has_it(pe, monkeypatch):
+    """torch 2.11's Dynamo cannot trace ``torch.amp.is_autocast_available``: on an H200 the graph break it made inside
+    the rotary state's ``with`` recompiled on every call until the recompile limit. Emulated here (the question breaks
+    the graph): under bfloat16 autocast the model is still one graph, in training and at inference."""
+    available = torch.amp.is_autocast_available
+
+    def untraceable(kind: str) -> bool:
+        dynamo.graph_break()
+        return available(kind)
+
+    monkeypatch.setattr(torch.amp, "is_autocast_available", untraceable)
+    model = small_vit(pe)
+    dynamo.reset()
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    x = torch.randn(2, 3, 16, 16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        eager_out = model(x)
+        compiled(x).sum().backward()
+        with torch.inference_mode():
+            torch.testing.assert_close(compiled(x), eager_out, atol=0, rtol=0)

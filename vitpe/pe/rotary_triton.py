@@ -10,6 +10,10 @@ both rotated, and the backward one kernel that writes the gradients of q, k and 
 like ``qkv`` -- plus, for learned angles, one reduction over the batch of the per-sample angle gradients the same
 kernel writes (summed by ``torch.sum``, so the result does not depend on the order programs finish in).
 
+Timed on the H200 (2026-12-04, recipe dims, 32 px, training) against the complex product in the same rounds: no
+faster (new/old 0.96 for RoPE-Axial, 1.02 for RoPE-Mixed, both 90% intervals holding 1), although RoPE-Axial's
+kernels per training step over no PE fell from +66 to +6: RoPE's GPU overhead lies elsewhere (BENCHMARKS.md).
+
 Layout and maths are those of :mod:`vitpe.pe.rotary`: interleaved pairs ``(x[2j], x[2j + 1])`` rotated by the angle
 with cosine ``c`` and sine ``s``: ``(x0 c - x1 s, x1 c + x0 s)``, in float32, stored in the input's dtype. The
 gradient of the input is the rotation by the opposite angle; of the angle, per pair, ``d c = g0 x0 + g1 x1`` and

@@ -37,16 +37,22 @@ class AdditiveEncoding(PositionEncoding):
         return x + state.to(x.dtype)
 
 
+def _has_autocast(kind: str) -> bool:
+    """Whether devices of ``kind`` have autocast (meta has none). Not asked inside a compiled graph, whose devices
+    (CPU, GPU) have it: torch 2.11's Dynamo cannot trace the question, and its graph break inside the ``with`` of
+    :meth:`RotaryEncoding._prepare` recompiled on every call until the recompile limit stopped the run (an H200)."""
+    return torch.compiler.is_compiling() or torch.amp.is_autocast_available(kind)
+
+
 def _autocast_off(device: torch.device) -> AbstractContextManager:
-    """Autocast turned off on ``device`` inside the block (a device without autocast, such as meta, has none to
-    turn off)."""
-    return torch.autocast(device.type, enabled=False) if torch.amp.is_autocast_available(device.type) else nullcontext()
+    """Autocast turned off on ``device`` inside the block (a device without autocast has none to turn off)."""
+    return torch.autocast(device.type, enabled=False) if _has_autocast(device.type) else nullcontext()
 
 
 def _autocast_dtype(device: torch.device) -> torch.dtype | None:
     """The dtype autocast runs the attention in on ``device``, or None where autocast is off."""
     kind = device.type
-    if torch.amp.is_autocast_available(kind) and torch.is_autocast_enabled(kind):
+    if _has_autocast(kind) and torch.is_autocast_enabled(kind):
         return torch.get_autocast_dtype(kind)
     return None
 
