@@ -391,6 +391,8 @@ def recipe_levers(root: Path) -> str:
     header = ["lever", "what changed"]
     for pe in LEVER_GOALS:
         header += [f"`{pe}`: test acc. (%), seeds 0 / 1 / 2", "mean ± std", "wall / the loop's"]
+    if any("¹" in cell for row in rows for cell in row):
+        line += " ¹ The mean over the seeds whose machine also ran the loop; the others ran where no loop anchors them."
     return markdown(header, rows) + "\n" + line + "\n"
 
 
