@@ -191,11 +191,20 @@ def loop_ratios(runs: list[Run], loop_minutes: dict[frozenset[str], float]) -> l
     return [r.minutes / loop_minutes[anchor] for r in runs if (anchor := anchor_machine(r.machines)) in loop_minutes]
 
 
+PARTIAL = "¹"  # :func:`against_loop`'s mark on a mean over only some of the runs
+
+
 def against_loop(runs: list[Run], loop_minutes: dict[frozenset[str], float]) -> str:
     """The runs' mean wall time against the loop's on each run's own machine; "—" where the loop never ran there,
     and ¹ when only some of the runs have a loop on their machine."""
     ratios = loop_ratios(runs, loop_minutes)
-    return f"{statistics.fmean(ratios):.2f}{'¹' if len(ratios) < len(runs) else ''}" if ratios else "—"
+    return f"{statistics.fmean(ratios):.2f}{PARTIAL if len(ratios) < len(runs) else ''}" if ratios else "—"
+
+
+def partial_note(labels: list[str]) -> str:
+    """The note under a table whose rows ``labels`` carry :data:`PARTIAL` ("" where none does)."""
+    return f"{PARTIAL} over the seeds that ran on a machine where the loop ran too ({', '.join(labels)})." \
+        if labels else ""
 
 
 #: The CPUs the pages name by letter, from A: the first grid runs' machine (which did not record itself), then B. A CPU
@@ -239,7 +248,7 @@ def recipe_grid(root: Path) -> tuple[list[RecipeRow], dict[str, str]]:
 
     def row(label: str, site: str, seeds: dict[int, Run], loop: bool = False) -> RecipeRow:
         ratio = against_loop(list(seeds.values()), loop_minutes)
-        if ratio.endswith("¹"):
+        if ratio.endswith(PARTIAL):
             partial.append(label)
         where = " / ".join(letter[seeds[s].machines] if s in seeds else MISSING for s in SEEDS)
         return RecipeRow(label, site, seeds, where, ratio, loop)
@@ -251,8 +260,7 @@ def recipe_grid(root: Path) -> tuple[list[RecipeRow], dict[str, str]]:
     notes = {"machines": "Machines: " + "; ".join(
         named_machine(letter, m, "not recorded (the first runs of the grid)")
         + ("" if m in loops else " (no loop ran there: no ratio)") for m in machines) + ".",
-        "partial": f"¹ over the seeds that ran on a machine where the loop ran too ({', '.join(partial)})."
-        if partial else "",
+        "partial": partial_note(partial),
         "waiting": f"{waiting} (no finished seed)." if waiting else ""}
     return rows, notes
 
@@ -368,21 +376,25 @@ def recipe_levers(root: Path) -> str:
     a seed is still to run; a lever without a finished run is left out), mean ± std, wall time against the loop on the
     same machine; then a goal line: the levers whose every PE meets its goal over three seeds within the loop's time."""
     loop_minutes = loop_minutes_by_machine(root)
-    rows, met_by = [], []
+    rows, met_by, partial = [], [], []
     for label, change, folder in LEVERS:
         runs = {pe: {s: run for s in SEEDS if (f := root / "results/recipe" / folder / f"{pe}_s{s}").is_dir()
                      and (run := read_run(f)).finished} for pe in LEVER_GOALS}
         if not any(runs.values()):
             continue
-        row, met = [label, change], []
+        row, met, partial_pes = [label, change], [], []
         for pe, goal in LEVER_GOALS.items():
             accuracy = {s: r.accuracy for s, r in runs[pe].items()}
             ratios = loop_ratios(list(runs[pe].values()), loop_minutes)
-            row += [per_seed(accuracy, SEEDS), mean_std(list(accuracy.values())),
-                    against_loop(list(runs[pe].values()), loop_minutes)]
+            ratio = against_loop(list(runs[pe].values()), loop_minutes)
+            if ratio.endswith(PARTIAL):
+                partial_pes.append(f"`{pe}`")
+            row += [per_seed(accuracy, SEEDS), mean_std(list(accuracy.values())), ratio]
             met.append(len(accuracy) == len(SEEDS) and statistics.fmean(accuracy.values()) >= goal
                        and bool(ratios) and round(statistics.fmean(ratios), 2) <= 1.0)  # as the table shows it
         rows.append(row)
+        if partial_pes:
+            partial.append(f"{label}: {' and '.join(partial_pes)}")
         if all(met):
             met_by.append(label)
     goals = " and ".join(f"`{pe}` ≥ {goal:.1f}%" for pe, goal in LEVER_GOALS.items())
@@ -391,9 +403,7 @@ def recipe_levers(root: Path) -> str:
     header = ["lever", "what changed"]
     for pe in LEVER_GOALS:
         header += [f"`{pe}`: test acc. (%), seeds 0 / 1 / 2", "mean ± std", "wall / the loop's"]
-    if any("¹" in cell for row in rows for cell in row):
-        line += " ¹ The mean over the seeds whose machine also ran the loop; the others ran where no loop anchors them."
-    return markdown(header, rows) + "\n" + line + "\n"
+    return markdown(header, rows) + "\n" + " ".join(filter(None, [line, partial_note(partial)])) + "\n"
 
 
 #: The current recipe's folder (the last lever), and the folders of its runs alone on both cores: the suffix, how, and
