@@ -84,3 +84,13 @@ def tokens(grid, batch: int = 2, seed: int = 1) -> torch.Tensor:
 def _deterministic():
     torch.manual_seed(0)
     yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _decoded_images_cached_in_a_temporary_folder(tmp_path_factory):
+    """Image folders are decoded into a cache ($VITPE_CACHE, else ~/.cache/vitpe): the tests, and the trainings they
+    start in subprocesses, keep theirs in a temporary folder instead of the user's home."""
+    import os
+
+    os.environ["VITPE_CACHE"] = str(tmp_path_factory.mktemp("vitpe-cache"))
+    yield

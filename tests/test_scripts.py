@@ -384,3 +384,51 @@ def test_transfer_script_trains_augments_fine_tunes_and_evaluates_in_every_mode(
     bad = subprocess.run(["bash", "scripts/transfer.sh", str(tmp_path / "bad")], cwd=ROOT, capture_output=True,
                          text=True, env={**env, "AUGS": "big=scale=3"})
     assert bad.returncode == 2 and "AUGS: 'big=scale=3' is not name=option=value" in bad.stderr
+
+
+def test_imagenette_script_runs_transfer_on_the_imagenette_configs(tmp_path):
+    from test_image_folder import fake_imagenette
+
+    fake_imagenette(tmp_path / "data", n=4, size=(48, 32))
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "VITPE_DATA": str(tmp_path / "data"),
+           "PES": "rope_mixed", "AUG_PES": "", "SEEDS": "0", "FINETUNE_SIZES": "32", "RESOLUTIONS": "16,32",
+           "JOBS": "2", "OMP_NUM_THREADS": "1", "RECORDS": str(tmp_path / "kept"),
+           "EXTRA": "data.img_size=32 model.dim=32 model.depth=1 model.heads=2 train.epochs=1 train.batch_size=4"}
+    runs = tmp_path / "imagenette"
+    done = subprocess.run(["bash", "scripts/imagenette.sh", str(runs)], cwd=ROOT, env=env, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    trained = yaml.safe_load((runs / "trained" / "rope_mixed_s0" / "config.yaml").read_text())
+    tuned = yaml.safe_load((runs / "finetuned" / "rope_mixed_s0_32_extrapolate" / "config.yaml").read_text())
+    assert trained["data"]["dataset"] == tuned["data"]["dataset"] == "imagenette"
+    assert (trained["model"]["patch_size"], trained["data"]["crop_scale"]) == (8, [0.35, 1.0])
+    assert tuned["train"]["img_sizes"] == [32] and tuned["data"]["mixup"] == 0
+    records = json.loads((runs / "resolution" / "resolution.json").read_text())
+    assert {r["run"] for r in records} == {"rope_mixed_s0", "rope_mixed_s0_32_interpolate",
+                                           "rope_mixed_s0_32_extrapolate"}
+    assert all(r["n"] == 12 for r in records if "accuracy" in r)  # the whole validation set
+    assert (tmp_path / "kept" / "trained" / "rope_mixed_s0" / "metrics.jsonl").is_file()
+
+
+def test_variants_script_trains_each_line_and_tabulates_them(tmp_path):
+    variants = tmp_path / "variants.txt"
+    variants.write_text("# a comment\nwide model.dim=48\n\nnarrow model.dim=32\n")
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "JOBS": "2", "RECORDS": str(tmp_path / "kept"),
+           "EXTRA": "data.dataset=synthetic data.synthetic_size=64 data.img_size=16 train.epochs=1 model.depth=1 "
+                    "model.heads=2"}
+    runs = tmp_path / "runs"
+    done = subprocess.run(["bash", "scripts/variants.sh", "configs/smoke.yaml", str(variants), str(runs)], cwd=ROOT,
+                          env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    dims = {name: yaml.safe_load((runs / name / "config.yaml").read_text())["model"]["dim"]
+            for name in ("wide", "narrow")}
+    assert dims == {"wide": 48, "narrow": 32}
+    table = (runs / "accuracy.md").read_text()
+    assert f"| {runs}/wide |" in table and f"| {runs}/narrow |" in table
+    assert (tmp_path / "kept" / "wide" / "metrics.jsonl").is_file()
+    for text, message in [("a x=1\na y=2\n", "each run name once; repeated: a"),
+                          ("a/b x=1\n", "run names may hold letters")]:
+        variants.write_text(text)
+        bad = subprocess.run(["bash", "scripts/variants.sh", "configs/smoke.yaml", str(variants), str(tmp_path / "b")],
+                             cwd=ROOT, env=env, capture_output=True, text=True)
+        assert bad.returncode == 2 and message in bad.stderr

@@ -67,9 +67,14 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
-    dataset: str = "cifar10"  # image: cifar10 | cifar100 | imagefolder | synthetic; text: sst2 | order | adjacent
+    dataset: str = "cifar10"  # image: cifar10 | cifar100 | imagenette | imagefolder | synthetic; text: sst2 | order |
+    # adjacent
     root: str = field(default_factory=default_data_root)
-    img_size: int = 32  # native size the images are stored at (imagefolder images are resized to it)
+    img_size: int = 32  # native size the images are stored at (imagenette / imagefolder: shortest side resized to it,
+    # centred square kept)
+    cache_dir: str = ""  # imagenette / imagefolder: where the decoded uint8 images are cached ("" = $VITPE_CACHE or
+    # ~/.cache/vitpe; "off" = decode every run)
+    skip_unreadable: bool = False  # imagenette / imagefolder: skip images that cannot be read instead of stopping
     train_limit: int = 0  # use only the first N training images (0 = all)
     test_limit: int = 0
     val_split: int = 0  # hold out this many training images as a validation split
@@ -353,7 +358,7 @@ def dump_config(config: Config, path: str | os.PathLike) -> None:
 
 
 INIT_PREFIXES = ("timm:", "run:")
-IMAGE_DATASETS = ("cifar10", "cifar100", "imagefolder", "synthetic")
+IMAGE_DATASETS = ("cifar10", "cifar100", "imagenette", "imagefolder", "synthetic")
 TEXT_DATASETS = ("sst2", "order", "adjacent")
 DATASETS = IMAGE_DATASETS + TEXT_DATASETS
 TASKS = ("image", "text")

@@ -1,7 +1,8 @@
 """Data: in-memory image sets and a batched, seeded, augmenting loader."""
 
-from vitpe.data.datasets import DataError, ImageSet, load_cifar, load_image_folder, synthetic_images
+from vitpe.data.datasets import DataError, ImageSet, load_cifar, synthetic_images
+from vitpe.data.image_folder import load_folder_split, load_imagenette
 from vitpe.data.loader import BatchLoader, channel_stats, step_seed
 
-__all__ = ["BatchLoader", "DataError", "ImageSet", "channel_stats", "load_cifar", "load_image_folder", "step_seed",
-           "synthetic_images"]
+__all__ = ["BatchLoader", "DataError", "ImageSet", "channel_stats", "load_cifar", "load_folder_split",
+           "load_imagenette", "step_seed", "synthetic_images"]

@@ -1,4 +1,5 @@
-"""Data sets as whole in-memory uint8 tensors: CIFAR-10/100 (original python layout), image folders, synthetic.
+"""Data sets as whole in-memory uint8 tensors: CIFAR-10/100 (original python layout), synthetic (image folders and
+Imagenette: :mod:`vitpe.data.image_folder`).
 
 Every loader returns an :class:`ImageSet`: ``images`` uint8 (N, 3, H, W), ``labels`` int64 (N,), class names.
 Missing or corrupt data is a :class:`DataError` that says what is wrong and where the files should go.
@@ -123,19 +124,6 @@ def image_folder(folder: str | Path, transform=None):
         return ImageFolder(str(folder), transform=transform, loader=read_image, is_valid_file=lambda _: True)
     except (FileNotFoundError, OSError) as err:
         raise DataError(f"cannot read image folder {folder}: {err}") from None
-
-
-def load_image_folder(root: str | Path, split: str, img_size: int) -> ImageSet:
-    """``root/<split>/<class>/*`` (any format PIL reads), resized to ``img_size`` squares, into memory."""
-    from torchvision.transforms import v2
-
-    folder = Path(root) / split
-    if not folder.is_dir():
-        raise DataError(f"image folder {folder} not found: expected {Path(root)}/{{train,test}}/<class>/<images>")
-    transform = v2.Compose([v2.PILToTensor(), v2.Resize((img_size, img_size), antialias=True)])
-    dataset = image_folder(folder, transform)
-    images = torch.stack([dataset[i][0] for i in range(len(dataset))])  # (N, 3, S, S): read_image gives RGB
-    return ImageSet(images.to(torch.uint8), torch.as_tensor(dataset.targets, dtype=torch.long), dataset.classes)
 
 
 def synthetic_images(n: int, img_size: int, num_classes: int = 10, seed: int = 0, task_seed: int = 0) -> ImageSet:

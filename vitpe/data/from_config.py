@@ -10,7 +10,8 @@ from typing import Any
 import torch
 
 from vitpe.config import Config, eval_size
-from vitpe.data.datasets import ImageSet, load_cifar, load_image_folder, synthetic_images
+from vitpe.data.datasets import ImageSet, load_cifar, synthetic_images
+from vitpe.data.image_folder import load_folder_split, load_imagenette
 from vitpe.data.loader import BatchLoader, ShardedBatches, channel_stats
 from vitpe.data.synthetic_text import synthetic_text, synthetic_vocabulary
 from vitpe.data.text import TextSet, Vocabulary, load_sst2, read_sst2
@@ -25,8 +26,9 @@ def load_image_split(config: Config, split: str) -> ImageSet:
     d = config.data
     if d.dataset in ("cifar10", "cifar100"):
         data = load_cifar(d.root, d.dataset, split)
-    elif d.dataset == "imagefolder":
-        data = load_image_folder(d.root, split, d.img_size)
+    elif d.dataset in ("imagefolder", "imagenette"):
+        load = load_imagenette if d.dataset == "imagenette" else load_folder_split
+        data = load(d.root, split, d.img_size, cache_dir=d.cache_dir, skip_unreadable=d.skip_unreadable)
     elif split == "train":
         data = synthetic_images(d.synthetic_size, d.img_size, seed=SYNTHETIC_TRAIN_SEED)
     else:
