@@ -14,7 +14,9 @@ See :mod:`vitpe.pe.base` for the interface and :mod:`vitpe.pe.grid` for the resi
 from vitpe.pe import (  # noqa: F401  (each module registers its encoding)
     alibi,
     cpb,
+    fire,
     learnable,
+    lookhere,
     none,
     peg,
     relbias,

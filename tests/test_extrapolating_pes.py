@@ -1,0 +1,144 @@
+"""The PEs built to extrapolate, each against a plain implementation of its paper's formula written here, cell by
+cell: LookHere's fields of view and slopes, FIRE's normalised offsets."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+
+import vitpe.pe
+
+# LookHere's fields of view as the reference code defines them, with v = key - query (rows grow downwards):
+# halves see one side of a line, quadrants two, the axis-centred 90-degree wedges |v_side| <= v_forward, and the
+# 45-degree wedges an axis-centred wedge cut by one half; boundaries included.
+UP, DOWN, LEFT, RIGHT = (lambda v: v[0] <= 0), (lambda v: v[0] >= 0), (lambda v: v[1] <= 0), (lambda v: v[1] >= 0)
+TRI_UP, TRI_DOWN = (lambda v: abs(v[1]) <= -v[0]), (lambda v: abs(v[1]) <= v[0])
+TRI_LEFT, TRI_RIGHT = (lambda v: abs(v[0]) <= -v[1]), (lambda v: abs(v[0]) <= v[1])
+
+
+def both(a, b):
+    return lambda v: a(v) and b(v)
+
+
+REFERENCE_VIEWS = {
+    "180": [UP, DOWN, LEFT, RIGHT],
+    "90": [both(UP, LEFT), both(UP, RIGHT), both(DOWN, LEFT), both(DOWN, RIGHT), TRI_UP, TRI_DOWN, TRI_LEFT, TRI_RIGHT],
+    "45": [both(TRI_UP, LEFT), both(TRI_DOWN, LEFT), both(TRI_LEFT, UP), both(TRI_RIGHT, UP),
+           both(TRI_UP, RIGHT), both(TRI_DOWN, RIGHT), both(TRI_LEFT, DOWN), both(TRI_RIGHT, DOWN)],
+}
+
+
+def lookhere_by_hand(layout: str, grid, heads: int, undirected: int, depth: int, layer: int, g: float = 1.0):
+    """LookHere's bias for block ``layer``, one (head, query, key) at a time: (nH, N, N), masked keys None."""
+    views = REFERENCE_VIEWS[layout]
+    directed = heads - undirected
+    layer_slope = 1.5 + (0.5 - 1.5) * layer / (depth - 1)
+    head_slopes = [0.5 * 0.5 ** (h // len(views)) for h in range(directed)] + \
+        [0.25 ** (1 + k // max(undirected // 4, 1)) for k in range(undirected)]
+    cells = list(itertools.product(range(grid[0]), range(grid[1])))
+    out = []
+    for h in range(heads):
+        rows = []
+        for q in cells:
+            row = []
+            for k in cells:
+                v = (k[0] - q[0], k[1] - q[1])
+                seen = h >= directed or v == (0, 0) or views[h % len(views)](v)
+                row.append(-g * layer_slope * head_slopes[h] * math.dist(q, k) if seen else None)
+            rows.append(row)
+        out.append(rows)
+    return out
+
+
+@pytest.mark.parametrize("layout", ["180", "90", "45"])
+def test_lookhere_is_the_reference_formula_at_a_non_square_grid(layout):
+    grid, heads, depth = (3, 5), 12, 3
+    pe = vitpe.pe.build("lookhere", dim=12 * 4, heads=heads, depth=depth, grid=grid, num_prefix_tokens=1,
+                        layout=layout)
+    state = pe.prepare(grid)
+    for layer in range(depth):
+        bias = pe.attention_bias(state, layer)  # (nH, 1 + N, 1 + N)
+        assert (bias[:, 0] == 0).all() and (bias[:, :, 0] == 0).all()  # the class token: unbiased, unmasked
+        expected = lookhere_by_hand(layout, grid, heads, heads // 3, depth, layer)
+        for h, q, k in itertools.product(range(heads), range(15), range(15)):
+            value = bias[h, 1 + q, 1 + k].item()
+            if expected[h][q][k] is None:
+                assert value < -1e30, (h, q, k)
+            else:
+                assert value == pytest.approx(expected[h][q][k], rel=1e-6, abs=1e-6), (h, q, k)
+
+
+def test_a_lookhere_head_sees_exactly_its_field_of_view():
+    pe = vitpe.pe.build("lookhere", dim=32, heads=8, depth=1, grid=(5, 7), layout="90", undirected=0)
+    seen = pe.visible((5, 7))  # (nH, N, N)
+    centre = 2 * 7 + 3  # row 2, column 3
+    up_left = seen[0, centre].reshape(5, 7)
+    assert up_left.sum() == 3 * 4 and up_left[:3, :4].all()  # rows 0-2, columns 0-3: the quadrant, edges included
+    up = seen[4, centre].reshape(5, 7)  # the 90-degree wedge around "up": row 2 sees itself, row 1 three, row 0 five
+    assert up.sum(dim=1).tolist() == [5, 3, 1, 0, 0]
+    eighths = vitpe.pe.build("lookhere", dim=32, heads=8, depth=1, grid=(5, 7), layout="45", undirected=0)
+    wedges = eighths.visible((5, 7))[:, centre]  # (8, N): together they cover the grid, overlapping on their edges
+    assert wedges.any(dim=0).all() and (wedges.sum(dim=0) >= 1).all()
+    assert wedges[0].reshape(5, 7)[2].tolist() == [False, False, False, True, False, False, False]
+
+
+def test_lookhere_lowers_its_global_slope_only_at_larger_grids_and_refuses_bad_options():
+    pe = vitpe.pe.build("lookhere", dim=32, heads=4, depth=2, grid=(4, 4), undirected=1, large_grid_slope=0.6,
+                        resize="extrapolate")
+    plain = vitpe.pe.build("lookhere", dim=32, heads=4, depth=2, grid=(4, 4), undirected=1, resize="extrapolate")
+    torch.testing.assert_close(pe.attention_bias(pe.prepare((4, 4)), 1), plain.attention_bias(plain.prepare((4, 4)), 1))
+    large, reference = pe.attention_bias(pe.prepare((6, 6)), 1), plain.attention_bias(plain.prepare((6, 6)), 1)
+    finite = reference > -1e30
+    torch.testing.assert_close(large[finite], 0.6 * reference[finite])
+    for options, message in [({"layout": "60"}, "layout must be one of"), ({"undirected": 5}, "from 0 to 4"),
+                             ({"global_slope": -1}, "global_slope must be a positive number"),
+                             ({"layer_slopes": [1.0]}, "layer_slopes must be two numbers")]:
+        with pytest.raises(ValueError, match=message):
+            vitpe.pe.build("lookhere", dim=32, heads=4, depth=2, grid=(4, 4), **options)
+
+
+def fire_by_hand(pe, grid, ranges, layer: int):
+    """FIRE's bias for block ``layer``, one (query, key) pair at a time from the paper's formula: (nH, N, N)."""
+    c, threshold = torch.nn.functional.softplus(pe.c_raw).item(), torch.nn.functional.softplus(pe.threshold_raw).item()
+    psi = lambda x: math.log(c * x + 1)  # noqa: E731
+    mlp = pe.mlps[layer]
+    cells = list(itertools.product(*[range(n) for n in grid]))
+    out = torch.zeros(pe.heads, len(cells), len(cells))
+    for (i, q), (j, k) in itertools.product(enumerate(cells), repeat=2):
+        u = []
+        for a, n in enumerate(ranges):
+            d = q[a] - k[a]
+            smooth_max = math.log(math.exp(threshold) + math.exp(n - 1))
+            u.append(math.copysign(psi(abs(d)), d) / psi(smooth_max) if d else 0.0)
+        out[:, i, j] = mlp(torch.tensor(u))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["interpolate", "extrapolate"])
+def test_fire_is_the_paper_formula_per_axis_at_any_grid(mode):
+    torch.manual_seed(0)
+    pe = vitpe.pe.build("fire", dim=16, heads=2, depth=2, grid=(3, 4), resize=mode, c=0.7, threshold=2.5)
+    for grid in [(3, 4), (5, 7), (2, 2)]:
+        ranges = grid if mode == "interpolate" else (3, 4)  # interpolate: normalised by this grid's range
+        for layer in range(2):
+            torch.testing.assert_close(pe.attention_bias(pe.prepare(grid), layer), fire_by_hand(pe, grid, ranges, layer),
+                                       rtol=1e-5, atol=1e-5)
+
+
+def test_fire_interpolating_maps_a_larger_grid_into_the_trained_range_and_refuses_bad_options():
+    pe = vitpe.pe.build("fire", dim=16, heads=2, depth=1, grid=(4,), threshold=1.0)
+    with torch.no_grad():
+        pe.mlps[0][0].weight.fill_(1.0), pe.mlps[0][0].bias.zero_(), pe.mlps[0][2].weight.fill_(1.0)
+        pe.mlps[0][2].bias.zero_()
+    corner = pe.attention_bias(pe.prepare((4,)), 0)[0, -1, 0].item()  # the farthest offset at the trained length
+    longer = pe.attention_bias(pe.prepare((16,)), 0)[0, -1, 0].item()  # ... and at 4x that length, interpolated
+    assert corner > 0 and longer == pytest.approx(corner, rel=0.15)  # mapped back near the trained range
+    pe.resize = "extrapolate"
+    assert pe.attention_bias(pe.prepare((16,)), 0)[0, -1, 0].item() > 1.5 * longer
+    for options, message in [({"hidden": 0}, "hidden must be a whole number"), ({"c": 0}, "c must be a positive"),
+                             ({"threshold": -2}, "threshold must be a positive")]:
+        with pytest.raises(ValueError, match=message):
+            vitpe.pe.build("fire", dim=16, heads=2, depth=1, grid=(4, 4), **options)
