@@ -142,3 +142,98 @@ def test_fire_interpolating_maps_a_larger_grid_into_the_trained_range_and_refuse
                              ({"threshold": -2}, "threshold must be a positive")]:
         with pytest.raises(ValueError, match=message):
             vitpe.pe.build("fire", dim=16, heads=2, depth=1, grid=(4, 4), **options)
+
+
+def dense_generators(pe) -> torch.Tensor:
+    """A generator RoPE's generators as dense (depth, nH, ndim, Dh, Dh) matrices, assembled block by block here."""
+    A = pe.generators().detach()  # (depth, nH, ndim, Dh/b, b, b)
+    depth, heads, ndim, blocks, b, _ = A.shape
+    dense = torch.zeros(depth, heads, ndim, blocks * b, blocks * b)
+    for k in range(blocks):
+        dense[..., k * b:(k + 1) * b, k * b:(k + 1) * b] = A[:, :, :, k]
+    return dense
+
+
+def rotated_by_hand(pe, x: torch.Tensor, grid, layer: int) -> torch.Tensor:
+    """``x`` (nH, P + N, Dh) rotated by ``exp(sum_a p_a A_a)`` computed densely, one cell at a time."""
+    A = dense_generators(pe)[layer]  # (nH, ndim, Dh, Dh)
+    cells = list(itertools.product(*[range(n) for n in grid]))
+    out = x.clone()
+    for h in range(pe.heads):
+        for i, cell in enumerate(cells):
+            exponent = sum(cell[a] / pe.grid[a] * A[h, a] for a in range(len(grid)))
+            out[h, pe.num_prefix_tokens + i] = torch.linalg.matrix_exp(exponent) @ x[h, pe.num_prefix_tokens + i]
+    return out
+
+
+@pytest.mark.parametrize("name, options", [("liere", {}), ("comrope", {"form": "ap"}), ("comrope", {"form": "ld"}),
+                                           ("liere", {"block_size": 16})])
+def test_generator_ropes_rotate_by_the_exponential_of_their_skew_symmetric_generators(name, options):
+    torch.manual_seed(0)
+    pe = vitpe.pe.build(name, dim=64, heads=2, depth=2, grid=(3, 4), num_prefix_tokens=1, init_std=0.5, **options)
+    A = dense_generators(pe)
+    torch.testing.assert_close(A, -A.transpose(-1, -2))  # skew-symmetric, so every rotation is orthogonal
+    x = torch.randn(2, 1 + 12, 32)
+    state = pe.prepare((3, 4))
+    for layer in range(2):
+        rotated = pe.rotate(x, state, layer)
+        torch.testing.assert_close(rotated, rotated_by_hand(pe, x, (3, 4), layer), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(rotated.norm(dim=-1), x.norm(dim=-1), rtol=1e-5, atol=1e-5)  # orthogonal
+        assert torch.equal(rotated[:, 0], x[:, 0])  # the class token is not rotated
+    commute = A[..., 0, :, :] @ A[..., 1, :, :] - A[..., 1, :, :] @ A[..., 0, :, :]
+    assert (commute.abs().max() < 1e-5) == (name == "comrope")  # ComRoPE's generators commute, LieRE's do not
+
+
+def shifted_scores(pe, shift: tuple[float, float]) -> torch.Tensor:
+    """Block 0's scores q_i . k_j over a 3 x 4 grid, with every position moved by ``shift`` (in cells)."""
+    torch.manual_seed(1)
+    q, k = torch.randn(2, pe.heads, 12, pe.head_dim)
+    positions = torch.tensor(list(itertools.product(range(3), range(4))), dtype=torch.float32) + torch.tensor(shift)
+    side = torch.tensor(pe.grid, dtype=torch.float32)
+    R = pe.rotations(positions / side)[0]  # (nH, N, Dh/b, b, b)
+    from vitpe.pe.learned_generators import rotate_blocks
+
+    return rotate_blocks(q, R) @ rotate_blocks(k, R).transpose(-1, -2)
+
+
+@pytest.mark.parametrize("form", ["ap", "ld"])
+def test_comrope_is_relative_and_liere_is_not(form):
+    torch.manual_seed(0)
+    comrope = vitpe.pe.build("comrope", dim=64, heads=2, depth=1, grid=(3, 4), form=form)
+    torch.testing.assert_close(shifted_scores(comrope, (0.0, 0.0)), shifted_scores(comrope, (2.5, -1.0)),
+                               rtol=1e-4, atol=1e-4)
+    liere = vitpe.pe.build("liere", dim=64, heads=2, depth=1, grid=(3, 4))
+    assert not torch.allclose(shifted_scores(liere, (0.0, 0.0)), shifted_scores(liere, (2.5, -1.0)), atol=1e-2)
+
+
+def test_generator_ropes_refuse_bad_options():
+    for name, options, message in [("liere", {"block_size": 3}, "block_size must be a whole number >= 2 dividing"),
+                                   ("comrope", {"form": "xy"}, "form must be 'ap'"),
+                                   ("comrope", {"form": "ap", "block_size": 32}, "divisible by 2"),
+                                   ("liere", {"init_std": -1}, "init_std must be >= 0")]:
+        with pytest.raises(ValueError, match=message):
+            vitpe.pe.build(name, dim=64, heads=2, depth=1, grid=(3, 4), **options)
+
+
+def test_string_is_rope_after_a_cayley_orthogonal_change_of_basis():
+    torch.manual_seed(0)
+    string = vitpe.pe.build("string", dim=64, heads=2, depth=2, grid=(3, 4), num_prefix_tokens=1)
+    axial = vitpe.pe.build("rope_axial", dim=64, heads=2, depth=2, grid=(3, 4), num_prefix_tokens=1)
+    x = torch.randn(2, 13, 32)
+    torch.testing.assert_close(string.rotate(x, string.prepare((3, 4)), 1), axial.rotate(x, axial.prepare((3, 4)), 1))
+    with torch.no_grad():
+        string.weight.normal_(0, 0.3)  # as if trained
+    state = string.prepare((3, 4))
+    W = string.weight[1].detach()
+    S = W - W.transpose(-1, -2)
+    eye = torch.eye(32)
+    P = torch.linalg.inv(eye + S) @ (eye - S)  # (nH, Dh, Dh), the Cayley transform written out
+    torch.testing.assert_close(P @ P.transpose(-1, -2), eye.expand(2, 32, 32), rtol=1e-5, atol=1e-5)
+    expected = axial.rotate((P[:, None] @ x.unsqueeze(-1)).squeeze(-1), axial.prepare((3, 4)), 1)
+    torch.testing.assert_close(string.rotate(x, state, 1), expected, rtol=1e-5, atol=1e-5)
+    q, k = string.rotate(x, state, 1)[:, 1:], string.rotate(x.flip(1), state, 1)[:, 1:]
+    scores = q @ k.transpose(-1, -2)  # relative: the same offset gives the same score for the same q, k vectors
+    Pq, Pk = (P[:, None] @ x[:, 1:].unsqueeze(-1)).squeeze(-1), (P[:, None] @ x.flip(1)[:, 1:].unsqueeze(-1)).squeeze(-1)
+    plain = axial.rotate(torch.cat([x[:, :1], Pq], 1), axial.prepare((3, 4)), 1)[:, 1:] @ \
+        axial.rotate(torch.cat([x[:, :1], Pk], 1), axial.prepare((3, 4)), 1)[:, 1:].transpose(-1, -2)
+    torch.testing.assert_close(scores, plain, rtol=1e-4, atol=1e-4)

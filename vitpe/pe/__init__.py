@@ -16,6 +16,7 @@ from vitpe.pe import (  # noqa: F401  (each module registers its encoding)
     cpb,
     fire,
     learnable,
+    learned_generators,
     lookhere,
     none,
     peg,
@@ -24,6 +25,7 @@ from vitpe.pe import (  # noqa: F401  (each module registers its encoding)
     rope_dinov3,
     rope_mixed,
     separable,
+    string_rope,
     sincos,
     t5bias,
 )
