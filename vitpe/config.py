@@ -60,6 +60,8 @@ class ModelConfig:
     qkv_bias: bool = True
     mlp: str = "gelu"  # the block MLP: gelu (Linear-GELU-Linear) | swiglu
     mlp_norm: bool = False  # a LayerNorm on the MLP's hidden features (EVA-02's sub-LN)
+    pe_combine: str = "add"  # a tokens-site PE: add (x + pe) | concat ([x, pe] projected back to dim)
+    pos_drop: float = 0.0  # dropout after the PE sum, before the first block (timm's pos_drop)
     stem: str = "patch"  # images -> patch tokens: patch (one p x p convolution) | conv (3x3 stride-2 convolutions)
     init: str = ""  # start from other weights: timm:NAME[@WEIGHTS_FILE] (a pretrained timm model) or
     # run:RUN_DIR[@CHECKPOINT] (a vitpe run, e.g. to fine-tune it at another size); docs/training.md
@@ -440,6 +442,8 @@ def validate(config: Config, for_training: bool = True) -> None:
         (m.mlp_ratio > 0 and int(m.dim * m.mlp_ratio) >= 1, "model.mlp_ratio",
          f"> 0, with a hidden width int(model.dim * model.mlp_ratio) of at least 1 (dim {m.dim})"),
         (0 <= m.drop_path < 1 and 0 <= m.drop_rate < 1, "model.drop_path/drop_rate", "in [0, 1)"),
+        (0 <= m.pos_drop < 1, "model.pos_drop", "in [0, 1)"),
+        (m.pe_combine in ("add", "concat"), "model.pe_combine", "add or concat"),
         (m.norm_eps > 0, "model.norm_eps", "> 0"),
         (d.img_size >= 1, "data.img_size", ">= 1"),
     ]

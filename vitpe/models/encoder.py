@@ -15,6 +15,7 @@ from torch import nn
 
 import vitpe.pe
 from vitpe.models.attention import Block
+from vitpe.models.pe_combine import COMBINES, ConcatProjection
 from vitpe.pe.grid import check_resize_mode
 
 POOLS = ("cls", "mean")
@@ -41,12 +42,22 @@ class PETrunk(nn.Module):
                     mlp_ratio: float, pe: str, pe_options: dict[str, Any] | None, pe_resize: str, pool: str,
                     num_prefix_tokens: int, drop_rate: float, attn_drop_rate: float, drop_path: float,
                     qkv_bias: bool, layer_scale_init: float | None = None, norm_eps: float = 1e-5,
-                    fc_norm: bool = False, mlp: str = "gelu", mlp_norm: bool = False) -> None:
+                    fc_norm: bool = False, mlp: str = "gelu", mlp_norm: bool = False, pe_combine: str = "add",
+                    pos_drop: float = 0.0) -> None:
         self.pool, self.num_prefix_tokens = pool, num_prefix_tokens
         self.num_classes = num_classes
         self.num_features = self.embed_dim = dim
         self.pe = vitpe.pe.build(pe, dim=dim, heads=heads, depth=depth, grid=grid, num_prefix_tokens=num_prefix_tokens,
                                  resize=check_resize_mode(pe_resize), **(pe_options or {}))
+        if pe_combine not in COMBINES:
+            raise ValueError(f"unknown pe_combine {pe_combine!r}; choose one of {list(COMBINES)}")
+        if pe_combine == "concat" and "tokens" not in self.pe.sites:
+            raise ValueError(f"pe_combine='concat' joins a tokens-site PE's term to the tokens, but {pe} acts at "
+                             f"{', '.join(sorted(self.pe.sites)) or 'no site'}; use pe_combine='add' with it")
+        if not 0 <= pos_drop < 1:
+            raise ValueError(f"pos_drop must be in [0, 1), got {pos_drop}")
+        self.pe_concat = ConcatProjection(dim) if pe_combine == "concat" else None
+        self.pos_drop = nn.Dropout(pos_drop)  # after the PE sum, before the first block (timm's pos_drop)
         rates = torch.linspace(0, drop_path, depth).tolist()
         if layer_scale_init is not None and not layer_scale_init > 0:
             raise ValueError(f"layer_scale_init must be positive (or None for no LayerScale), got {layer_scale_init}")
@@ -109,7 +120,10 @@ class PETrunk(nn.Module):
                 break
             if zero_padding:
                 x = x * token_mask
-            x = self.pe.add_to_tokens(x, state, layer)
+            added = self.pe.add_to_tokens(x, state, layer)
+            if self.pe_concat is not None and added is not x:  # this layer's PE acted: join its term instead
+                added = self.pe_concat(x, added - x)
+            x = self.pos_drop(added) if layer == 0 else added
             x = block(x, self.pe, state, layer, key_mask)
             if layer in keep:
                 kept.append(x)

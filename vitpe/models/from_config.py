@@ -16,7 +16,7 @@ def build_model(config: Config, num_classes: int, vocab: list[str] | None = None
     m = config.model
     common = dict(num_classes=num_classes, dim=m.dim, depth=m.depth, heads=m.heads, mlp_ratio=m.mlp_ratio, pe=m.pe,
                   pe_options=dict(m.pe_options), pe_resize=m.pe_resize, pool=m.pool, drop_path=m.drop_path,
-                  drop_rate=m.drop_rate, mlp=m.mlp, mlp_norm=m.mlp_norm)
+                  drop_rate=m.drop_rate, mlp=m.mlp, mlp_norm=m.mlp_norm, pe_combine=m.pe_combine, pos_drop=m.pos_drop)
     if config.task == "text":
         if vocab is None:
             raise ValueError("a text model needs its vocabulary")

@@ -71,6 +71,8 @@ class TextClassifier(PETrunk):
         qkv_bias: bool = True,
         mlp: str = "gelu",
         mlp_norm: bool = False,
+        pe_combine: str = "add",
+        pos_drop: float = 0.0,
     ) -> None:
         super().__init__()
         class_token = check_pool(pool, None)
@@ -84,7 +86,8 @@ class TextClassifier(PETrunk):
         self.build_trunk(grid=(max_len,), num_classes=num_classes, dim=dim, depth=depth, heads=heads,
                          mlp_ratio=mlp_ratio, pe=pe, pe_options=pe_options, pe_resize=pe_resize, pool=pool,
                          num_prefix_tokens=int(class_token), drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,
-                         drop_path=drop_path, qkv_bias=qkv_bias, mlp=mlp, mlp_norm=mlp_norm)
+                         drop_path=drop_path, qkv_bias=qkv_bias, mlp=mlp, mlp_norm=mlp_norm,
+                         pe_combine=pe_combine, pos_drop=pos_drop)
         self.init_weights()
         # Vaswani et al.'s scaling: weights N(0, 1/D), multiplied by sqrt(D) in forward, so token embeddings have unit
         # scale like the sincos table they are added to (with ViT-style std-0.02 embeddings a unit-amplitude table

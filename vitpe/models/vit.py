@@ -50,6 +50,9 @@ class ViT(PETrunk):
         drop_rate, attn_drop_rate, drop_path: dropout after MLP/projections and before the head, attention dropout,
             stochastic depth (linearly increasing over depth up to this value).
         qkv_bias: bias on the qkv projection.
+        pe_combine: how a tokens-site PE meets the tokens: ``"add"`` (``x + pe``) or ``"concat"`` (``[x, pe]``
+            projected back to ``dim``; :mod:`vitpe.models.pe_combine`).
+        pos_drop: dropout on the tokens after the PE, before the first block (timm's ``pos_drop``).
         stem: ``"patch"`` (one p x p convolution, the ViT's) or ``"conv"`` (log2(p) stride-2 3 x 3 convolutions, Xiao
             et al. 2021); see :mod:`vitpe.models.stem`.
     """
@@ -80,6 +83,8 @@ class ViT(PETrunk):
         mlp: str = "gelu",
         mlp_norm: bool = False,
         stem: str = "patch",
+        pe_combine: str = "add",
+        pos_drop: float = 0.0,
     ) -> None:
         super().__init__()
         class_token = check_pool(pool, class_token)
@@ -98,7 +103,7 @@ class ViT(PETrunk):
                          num_prefix_tokens=int(class_token) + reg_tokens, drop_rate=drop_rate,
                          attn_drop_rate=attn_drop_rate, drop_path=drop_path, qkv_bias=qkv_bias,
                          layer_scale_init=layer_scale_init, norm_eps=norm_eps, fc_norm=fc_norm, mlp=mlp,
-                         mlp_norm=mlp_norm)
+                         mlp_norm=mlp_norm, pe_combine=pe_combine, pos_drop=pos_drop)
         self.reg_token = nn.Parameter(torch.zeros(1, reg_tokens, dim)) if reg_tokens else None
         self.init_weights()
         for token in (self.cls_token, self.reg_token):
