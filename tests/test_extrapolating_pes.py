@@ -237,3 +237,42 @@ def test_string_is_rope_after_a_cayley_orthogonal_change_of_basis():
     plain = axial.rotate(torch.cat([x[:, :1], Pq], 1), axial.prepare((3, 4)), 1)[:, 1:] @ \
         axial.rotate(torch.cat([x[:, :1], Pk], 1), axial.prepare((3, 4)), 1)[:, 1:].transpose(-1, -2)
     torch.testing.assert_close(scores, plain, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("mode", ["interpolate", "extrapolate"])
+def test_pape_adds_its_parabolas_to_the_logits_through_wider_q_and_k(mode):
+    torch.manual_seed(0)
+    pe = vitpe.pe.build("pape", dim=32, heads=2, depth=2, grid=(3, 4), num_prefix_tokens=1, parabolas=5, resize=mode)
+    with torch.no_grad():
+        pe.curvature.normal_(0, 0.3), pe.slope.normal_(0, 0.3)  # as if trained: content matters
+    grid, layer = (4, 6), 1
+    cells = list(itertools.product(range(grid[0]), range(grid[1])))
+    q, k, v = torch.randn(3, 2, 2, 1 + len(cells), 16)  # (B, nH, T, Dh)
+    wide_q, wide_k, same_v = pe.rotate_qkv(torch.stack([q, k, v]), pe.prepare(grid), layer)
+    logits = wide_q @ wide_k.transpose(-1, -2) / wide_q.shape[-1] ** 0.5  # what attention computes
+    scale = [3 / 4, 4 / 6] if mode == "interpolate" else [1.0, 1.0]  # cells to reference cells
+    pos = [None] + [((r + 0.5) * scale[0] - 0.5 if mode == "interpolate" else r,
+                     (c + 0.5) * scale[1] - 0.5 if mode == "interpolate" else c) for r, c in cells]
+    W, U, V = pe.directions[layer].detach(), pe.curvature[layer].detach(), pe.slope[layer].detach()
+    for b, h in itertools.product(range(2), range(2)):
+        for i, j in itertools.product(range(1 + len(cells)), repeat=2):
+            expected = (q[b, h, i] @ k[b, h, j]).item() / 4  # sqrt(Dh) = 4
+            if i and j:
+                a = torch.nn.functional.softplus(q[b, h, i] @ U[h])  # (M,)
+                slope = q[b, h, i] @ V[h]
+                d = torch.tensor([(pos[i][0] - pos[j][0]) / 3, (pos[i][1] - pos[j][1]) / 4])  # reference-side units
+                along = W[h] @ d  # (M,): w_m . d
+                expected += (-(a * along ** 2) + slope * along).sum().item()
+            assert logits[b, h, i, j].item() == pytest.approx(expected, abs=2e-4), (b, h, i, j)
+    assert torch.equal(same_v, v)
+    with pytest.raises(ValueError, match="parabolas must be a whole number"):
+        vitpe.pe.build("pape", dim=32, heads=2, depth=1, grid=(3, 4), parabolas=0)
+    with pytest.raises(NotImplementedError, match="call rotate_qkv"):
+        pe.rotate(q, pe.prepare(grid), 0)
+    composed = vitpe.pe.build("rope_axial+pape", dim=32, heads=2, depth=2, grid=(3, 4), num_prefix_tokens=1)
+    axial, alone = composed.members["rope_axial"], composed.members["pape"]
+    state = composed.prepare(grid)
+    rotated = [axial.rotate(t, state[0], layer) for t in (q, k)]  # RoPE first, then PaPE's channels on top
+    for ours, theirs in zip(composed.rotate_qkv(torch.stack([q, k, v]), state, layer),
+                            alone.rotate_qkv(torch.stack([*rotated, v]), state[1], layer)):
+        torch.testing.assert_close(ours, theirs)

@@ -29,6 +29,12 @@ def test_hook_shapes_match_the_site(case):
     T = tokens_in.shape[1]
     assert pe.add_to_tokens(tokens_in, state, 0).shape == tokens_in.shape
     qk = torch.randn(2, 3, HEADS, T, DIM // HEADS)
+    if pe.widens_qk:  # q and k gain channels, the prefix tokens zeros there; v keeps its own
+        q, k, v = pe.rotate_qkv(torch.stack([qk, qk, qk]), state, 0)
+        assert q.shape == k.shape and q.shape[:-1] == qk.shape[:-1] and q.shape[-1] > qk.shape[-1] and torch.equal(v, qk)
+        assert (q[..., :PREFIX, qk.shape[-1]:] == 0).all() and (k[..., :PREFIX, qk.shape[-1]:] == 0).all()
+        assert pe.attention_bias(state, 0) is None
+        return
     rotated = pe.rotate(qk, state, 0)
     assert rotated.shape == qk.shape
     bias = pe.attention_bias(state, 0)
@@ -63,6 +69,8 @@ def test_a_hook_given_other_tokens_than_its_state_says_why(case):
         if pe.site == "tokens":
             for layer in range(pe.depth):
                 pe.add_to_tokens(one_more, state, layer)
+        elif pe.widens_qk:
+            pe.rotate_qkv(torch.randn(3, 2, HEADS, one_more.shape[1], DIM // HEADS), state, 0)
         else:
             pe.rotate(torch.randn(2, HEADS, one_more.shape[1], DIM // HEADS), state, 0)
     if pe.site == "qk":
@@ -111,12 +119,22 @@ def encoding(pe: vitpe.pe.PositionEncoding, grid) -> torch.Tensor:
     if pe.site == "tokens":
         added = pe.add_to_tokens(torch.zeros(1, PREFIX + cells, DIM), state, 0)[0, PREFIX:]  # (N, D)
         return added.reshape(*grid, DIM)
+    if pe.widens_qk:  # the bias the widened q and k carry for one fixed q and k vector, as a logits-site PE's
+        vector = torch.randn(DIM // HEADS, generator=torch.Generator().manual_seed(3)).expand(1, HEADS, PREFIX + cells, -1)
+        q, k, _ = pe.rotate_qkv(torch.stack([vector] * 3), state, 0)  # (1, nH, P + N, E)
+        scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5 - vector @ vector.transpose(-1, -2) / (DIM // HEADS) ** 0.5
+        return scores[0, :, PREFIX:, PREFIX:].reshape(HEADS, *grid, *grid)
     if pe.site == "qk":
         vector = torch.randn(DIM // HEADS, generator=torch.Generator().manual_seed(3))
         rotated = pe.rotate(vector.expand(1, HEADS, PREFIX + cells, -1), state, 0)[0, :, PREFIX:]  # (nH, N, Dh)
         return rotated.reshape(HEADS, *grid, -1)
     bias = pe.attention_bias(state, 0)[:, PREFIX:, PREFIX:]  # (nH, N, N)
     return bias.reshape(HEADS, *grid, *grid)
+
+
+def encoded_site(pe: vitpe.pe.PositionEncoding) -> str:
+    """How :func:`encoding` lays out what ``pe`` does: a PE that widens q and k as a bias (logits), else its site."""
+    return "logits" if pe.widens_qk else pe.site
 
 
 def corner(enc: torch.Tensor, site: str, grid) -> torch.Tensor:
@@ -139,7 +157,7 @@ def test_extrapolating_to_a_smaller_grid_is_the_reference_encoding_cut_to_it(cas
     reference = encoding(pe, pe.grid)
     for grid in other_grids(ndim):
         if not larger(grid, pe.grid):
-            torch.testing.assert_close(encoding(pe, grid), corner(reference, pe.site, grid), rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(encoding(pe, grid), corner(reference, encoded_site(pe), grid), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("case", GEOMETRIC, ids=case_id)
@@ -155,7 +173,7 @@ def test_extrapolating_to_a_larger_grid_keeps_the_reference_encoding_in_its_corn
                 pe.prepare(grid)
             continue
         grown = grid if all(g >= r for g, r in zip(grid, pe.grid)) else tuple(map(max, grid, pe.grid))
-        torch.testing.assert_close(corner(encoding(pe, grown), pe.site, pe.grid), reference, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(corner(encoding(pe, grown), encoded_site(pe), pe.grid), reference, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("mode", ["interpolate", "extrapolate"])

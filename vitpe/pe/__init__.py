@@ -19,6 +19,7 @@ from vitpe.pe import (  # noqa: F401  (each module registers its encoding)
     learned_generators,
     lookhere,
     none,
+    pape,
     peg,
     relbias,
     rope_axial,

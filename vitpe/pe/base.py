@@ -17,7 +17,8 @@ without parameters is a pure function of ``(grid, resize mode)``, so its state i
 
 Attention calls the qk site through ``rotate_qkv(qkv, state, layer) -> (q, k, v)`` on its stacked projections
 (3, B, nH, P + N, Dh): by default :meth:`~PositionEncoding.rotate` on q and on k, and a rotary PE overrides it with
-one fused rotation of both (the same result, less memory traffic in the backward).
+one fused rotation of both (the same result, less memory traffic in the backward). A PE with ``widens_qk`` (PaPE)
+returns q and k with more channels than v, which scaled dot-product attention accepts.
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ class PositionEncoding(nn.Module):
     resize_modes: ClassVar[tuple[str, ...]] = BASIC_RESIZE_MODES
     #: Coordinate augmentation in training (:mod:`vitpe.pe.coord_augment`), for PEs that read coordinates.
     augment: CoordAugment | None = None
+    #: q,k site only: ``rotate_qkv`` returns q and k with channels added (their dot product then carries a bias, as
+    #: PaPE's), v unchanged; ``rotate`` alone is then undefined, since q and k gain different channels.
+    widens_qk: ClassVar[bool] = False
 
     def __init__(
         self,

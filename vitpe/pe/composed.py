@@ -20,6 +20,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from vitpe.pe.layout import unbind_in_memory_order
 from vitpe.pe.base import PositionEncoding
 from vitpe.pe.grid import RESIZE_MODES, as_grid, check_resize_mode
 
@@ -69,6 +70,7 @@ class ComposedEncoding(PositionEncoding):
                 options["grid"] = member_grid(member, options["grid"], len(common["grid"]))
             self.members[member] = build_member(member, **{**common, **options})
         self.site = SEPARATOR.join(dict.fromkeys(m.site for m in self.members.values()))
+        self.widens_qk = any(m.widens_qk for m in self.members.values())  # rotations first, then the widening one
 
     @property
     def sites(self) -> frozenset[str]:
@@ -101,6 +103,13 @@ class ComposedEncoding(PositionEncoding):
         if len(rotary) == 1:  # the one rotating member's fused form
             member, s = rotary[0]
             return member.rotate_qkv(qkv, s, layer)
+        if self.widens_qk:  # the rotations first, then the member that widens q and k (PaPE), on the rotated q, k
+            q, k, v = unbind_in_memory_order(qkv)
+            for member, s in rotary:
+                if not member.widens_qk:
+                    q, k = member.rotate(q, s, layer), member.rotate(k, s, layer)
+            member, s = next((m, s) for m, s in rotary if m.widens_qk)
+            return member.rotate_qkv(torch.stack([q, k, v]), s, layer)
         return super().rotate_qkv(qkv, state, layer)
 
     def attention_bias(self, state: tuple, layer: int) -> torch.Tensor | None:

@@ -1,0 +1,102 @@
+"""``pape`` -- PaPE: a content-dependent sum of parabolas in the coordinate offset, as extra q and k features.
+
+Paper: "Parabolic Position Encoding" (arXiv 2602.01418, 2026); reference code DTU-PAS/parabolic-position-encoding.
+Site: q, k. Parameters per layer: ``directions`` (nH, M, ndim), the parabolas' axes; ``curvature`` and ``slope``
+(nH, Dh, M), maps from a query to its parabolas' weights. q and k leave the hook with ``1 + ndim + ndim^2`` more
+channels (the value keeps Dh).
+
+For a query at ``p_q`` with content ``x_q`` and a key at ``p_k``, head ``h`` adds to the attention logit
+
+``bias = sum_m [ -a_m (w_m . d)^2 + b_m (w_m . d) ]``,  ``d = p_q - p_k``,  ``a = softplus(.)``, ``b`` linear,
+
+M parabolas (``parabolas``, default 16) along learned directions ``w_m``. Expanded, with ``A = sum_m a_m w_m w_m^T``
+and ``beta = sum_m b_m w_m``, it is ``c_q + (2 A p_q - beta) . p_k - <A, p_k p_k^T>`` with
+``c_q = -p_q^T A p_q + beta . p_q``: a dot product of the query's ``[c_q, 2 A p_q - beta, -vec A]`` with the key's
+``[1, p_k, vec p_k p_k^T]``, so the bias rides in q and k and fused attention runs unchanged (the paper's efficient
+form). q's own channels are scaled by ``sqrt(E / Dh)`` and the new ones by ``sqrt(E)``, ``E`` the widened head dim,
+so that attention's ``1 / sqrt(E)`` leaves ``q . k / sqrt(Dh) + bias``. Prefix tokens get zeros in the new channels:
+no bias to or from them.
+
+One difference from the paper: ``a`` and ``b`` are linear maps of the head's *query vector* ``q_h`` rather than of the
+token ``x_q``, so that the PE works inside any attention through the q,k hook (``q_h = W_q x_q`` is itself a linear
+map of the token: the maps are the paper's, restricted to rank Dh per head). Positions are in units of the
+reference grid's side, as ``liere``'s. ``directions`` start as N(0, 0.5^2), the maps at N(0, 0.02^2) (``a`` about
+softplus(0)). Resize: positions squeezed into the reference range (``interpolate``) or continued (``extrapolate``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from vitpe.pe.base import PositionEncoding
+from vitpe.pe.grid import Grid
+from vitpe.pe.registry import register
+from vitpe.pe.sites import _autocast_off
+
+
+def key_features(positions: torch.Tensor, num_prefix: int) -> torch.Tensor:
+    """A key's extra channels ``[1, p, vec p p^T]`` at ``positions`` (N, ndim), zeros for the prefix tokens:
+    (P + N, 1 + ndim + ndim^2)."""
+    outer = (positions[:, :, None] * positions[:, None, :]).flatten(1)  # (N, ndim^2)
+    grid_rows = torch.cat([torch.ones_like(positions[:, :1]), positions, outer], dim=1)
+    return F.pad(grid_rows, (0, 0, num_prefix, 0))  # (P + N, 1 + ndim + ndim^2)
+
+
+@register("pape")
+class PaPE(PositionEncoding):
+    """PaPE. Options: ``parabolas`` (M per head and layer, default 16)."""
+
+    site = "qk"
+    widens_qk = True
+
+    def __init__(self, parabolas: int = 16, **common: Any) -> None:
+        super().__init__(**common)
+        if not isinstance(parabolas, int) or parabolas < 1:
+            raise ValueError(f"pape: parabolas must be a whole number >= 1, got {parabolas!r}")
+        ndim = len(self.grid)
+        self.parabolas = parabolas
+        self.directions = nn.Parameter(torch.randn(self.depth, self.heads, parabolas, ndim) * 0.5)
+        self.curvature = nn.Parameter(torch.randn(self.depth, self.heads, self.head_dim, parabolas) * 0.02)
+        self.slope = nn.Parameter(torch.randn(self.depth, self.heads, self.head_dim, parabolas) * 0.02)
+
+    def _prepare(self, grid: Grid) -> tuple[torch.Tensor, torch.Tensor]:
+        side = torch.tensor(self.grid, dtype=torch.float32, device=self.device)
+        positions = self.positions_at(grid) / side  # (N, ndim), the reference grid spanning [0, 1)
+        return F.pad(positions, (0, 0, self.num_prefix_tokens, 0)), key_features(positions, self.num_prefix_tokens)
+
+    def query_features(self, q: torch.Tensor, positions: torch.Tensor, layer: int) -> torch.Tensor:
+        """A query's extra channels ``[c_q, 2 A p_q - beta, -vec A]`` for ``q`` (..., nH, T, Dh) at ``positions``
+        (T, ndim): (..., nH, T, 1 + ndim + ndim^2), zeros for the prefix tokens."""
+        w = self.directions[layer]  # (nH, M, ndim)
+        a = F.softplus(torch.einsum("...htd,hdm->...htm", q, self.curvature[layer]))  # (..., nH, T, M)
+        b = torch.einsum("...htd,hdm->...htm", q, self.slope[layer])  # (..., nH, T, M)
+        A = torch.einsum("...htm,hmi,hmj->...htij", a, w, w)  # (..., nH, T, ndim, ndim)
+        beta = torch.einsum("...htm,hmi->...hti", b, w)  # (..., nH, T, ndim)
+        Ap = (A @ positions[:, :, None]).squeeze(-1)  # (..., nH, T, ndim)
+        constant = -(Ap * positions).sum(-1, keepdim=True) + (beta * positions).sum(-1, keepdim=True)
+        features = torch.cat([constant, 2 * Ap - beta, -A.flatten(-2)], dim=-1)  # (..., nH, T, 1 + ndim + ndim^2)
+        features[..., : self.num_prefix_tokens, :] = 0
+        return features
+
+    def rotate_qkv(self, qkv: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], layer: int
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        self.check_layer(layer)
+        positions, keys = state
+        self.check_tokens(qkv.shape[-2], positions.shape[0], "qkv")
+        q, k, v = qkv.unbind(0)  # 3 x (..., nH, T, Dh)
+        with _autocast_off(self.device):
+            extra_q = self.query_features(q.float(), positions, layer)  # (..., nH, T, F)
+        width = self.head_dim + extra_q.shape[-1]  # E: the head dim attention will scale by
+        grow, unit = math.sqrt(width / self.head_dim), math.sqrt(width)
+        q = torch.cat([q * grow, (extra_q * unit).to(q.dtype)], dim=-1)  # (..., nH, T, E)
+        k = torch.cat([k, keys.to(k.dtype).expand(*k.shape[:-1], -1)], dim=-1)  # (..., nH, T, E)
+        return q, k, v
+
+    def rotate(self, x: torch.Tensor, state: Any, layer: int) -> torch.Tensor:
+        raise NotImplementedError("pape widens q and k together: call rotate_qkv(qkv, state, layer) on the stacked "
+                                  "projections (3, ..., nH, T, Dh), as vitpe's attention does")
