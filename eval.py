@@ -35,6 +35,7 @@ from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.loading.checkpoint import build_from_checkpoint
 from vitpe.pe.grid import RESIZE_MODES
 from vitpe.resolution import cached_evaluate_run, find_run, parse_modes, parse_resolutions, write_reports
+from vitpe.resolution.sweep import parse_pe_options, with_pe_options
 from vitpe.resolution.lengths import cached_evaluate_lengths, parse_lengths
 from vitpe.resolution.pe_plots import plot_pe
 from vitpe.resolution.pretrained import PretrainedRun, cached_evaluate_pretrained, is_pretrained_spec, parse_data
@@ -63,6 +64,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="most images per batch (fewer at large resolutions: about 8k tokens per batch)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--plot-pe", action="store_true", help="also draw each run's PE (PNG files in --out)")
+    parser.add_argument("--pe-option", action="append", default=[], metavar="NAME=VALUE",
+                        help="evaluate with this PE option changed (repeatable), e.g. large_grid_slope=0.6 for "
+                             "lookhere; the records are named <run>@NAME=VALUE")
     add_debug_flag(parser)
     return parser.parse_args(argv)
 
@@ -87,7 +91,8 @@ def sweep(args: argparse.Namespace) -> None:
     folder = parse_data(args.data) if pretrained else None
     if args.data and not pretrained:
         raise ValueError("--data is the test set of timm: models; trained runs use their own data set")
-    runs = [find_run(path, args.best) for path in args.runs if not is_pretrained_spec(path)]
+    pe_options = parse_pe_options(args.pe_option)
+    runs = [with_pe_options(find_run(path, args.best), pe_options) for path in args.runs if not is_pretrained_spec(path)]
     data_root = args.data_root or os.environ.get("VITPE_DATA")
     keep_freed_memory(args.device)
     common = dict(limit=args.limit, batch_size=args.batch_size, use_ema=args.ema, device=args.device)

@@ -223,3 +223,28 @@ def test_group_labels_name_a_group_not_its_first_seed():
                                       {"run": "x", "pe": "sincos", "group": "x"}]
     assert group_labels(records) == {"peg": "peg (peg)", "multires_peg": "peg (multires_peg)",
                                      "alone": "peg (alone_s3)", "x": "sincos"}
+
+
+def test_a_pe_option_changed_at_evaluation_is_a_run_of_its_own(tmp_path):
+    """LookHere's lower global slope at a larger size, as its paper extrapolates: eval.py --pe-option."""
+    import json
+
+    import eval as eval_cli
+    import train as train_cli
+
+    run = tmp_path / "lookhere"
+    assert train_cli.main(["--config", "configs/smoke.yaml", f"out_dir={run}", "model.pe=lookhere", "model.heads=4",
+                           "data.dataset=synthetic", "data.synthetic_size=64", "data.img_size=16", "train.epochs=1",
+                           "--no-progress"]) == 0
+    out = tmp_path / "sweep"
+    for extra in ([], ["--pe-option", "large_grid_slope=0.25"]):
+        assert eval_cli.main([str(run), "--resolutions", "16,32", "--pe-resize", "extrapolate", "--out", str(out),
+                              *extra]) == 0
+    records = {(r["run"], r["resolution"]): r for file in sorted((out / "runs").glob("*.json"))
+               for r in json.loads(file.read_text())["records"]}  # each run's records, kept apart
+    assert set(records) == {(name, size) for name in ("lookhere", "lookhere@large_grid_slope=0.25")
+                            for size in (16, 32)}
+    assert records[("lookhere", 16)]["accuracy"] == records[("lookhere@large_grid_slope=0.25", 16)]["accuracy"]
+    assert records[("lookhere", 32)]["loss"] != records[("lookhere@large_grid_slope=0.25", 32)]["loss"]
+    assert eval_cli.main([str(run), "--resolutions", "16", "--out", str(out), "--pe-option", "slope"]) == 2
+    assert eval_cli.main([str(run), "--resolutions", "16", "--out", str(out), "--pe-option", "nonsense=1"]) == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from dataclasses import dataclass
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import torch
+import yaml
 from tqdm import tqdm
 
 from vitpe.atomic_files import write_text_atomic
@@ -103,6 +105,29 @@ def find_run(path: str | Path, use_best: bool = False) -> Run:
         raise CheckpointError(f"{path}: no checkpoint found (expected a run folder with checkpoint.pt, or a .pt file)")
     name = path.name if path.is_dir() else f"{path.parent.name}/{path.stem}"
     return Run(name, file, load_checkpoint(file))
+
+
+def with_pe_options(run: Run, options: dict[str, Any]) -> Run:
+    """``run`` with its PE rebuilt under ``options`` (evaluation-time options such as LookHere's
+    ``large_grid_slope``), named ``<run>@key=value,...`` so that its records stay apart from the run's own."""
+    if not options:
+        return run
+    ckpt = {**run.ckpt, "config": copy.deepcopy(run.ckpt["config"])}
+    model = ckpt["config"]["model"]
+    model["pe_options"] = {**(model.get("pe_options") or {}), **options}
+    suffix = ",".join(f"{key}={value}" for key, value in sorted(options.items()))
+    return Run(f"{run.name}@{suffix}", run.checkpoint, ckpt)
+
+
+def parse_pe_options(items: Iterable[str]) -> dict[str, Any]:
+    """``["large_grid_slope=0.6"]`` -> ``{"large_grid_slope": 0.6}`` (values read as YAML)."""
+    options = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--pe-option {item!r}: give NAME=VALUE, e.g. --pe-option large_grid_slope=0.6")
+        options[key.strip()] = yaml.safe_load(value)
+    return options
 
 
 def evaluate_modes(model: torch.nn.Module, loader: ShardedBatches, modes: Iterable[str], base: dict[str, Any],
