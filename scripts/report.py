@@ -4,7 +4,7 @@
     python scripts/report.py --check    # exit 1, naming each table, where a page differs from its records
 
 A page marks a generated table with ``<!-- table: NAME -->`` before it and ``<!-- /table -->`` after it; what lies
-between is replaced by :data:`TABLES` [NAME] (scripts/report_tables.py). Pages: README.md, RESULTS.md, BENCHMARKS.md
+between is replaced by :data:`TABLES` [NAME] (scripts/report_tables.py, scripts/report_imagenette.py). Pages: README.md, RESULTS.md, BENCHMARKS.md
 and docs/results/*.md. A marker naming no table, or a table that no page shows, is an error.
 """
 
@@ -16,7 +16,10 @@ import re
 import sys
 from pathlib import Path
 
-from report_tables import TABLES
+from report_imagenette import TABLES as IMAGENETTE_TABLES
+from report_tables import TABLES as STUDY_TABLES
+
+TABLES = {**STUDY_TABLES, **IMAGENETTE_TABLES}  # one module per study: each adds its tables here
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKED = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)

@@ -268,3 +268,36 @@ def test_transfer_training_minutes_are_given_per_machine_when_runs_ran_on_severa
     (base / "resolution/resolution.json").write_text(json.dumps(records))
     table = transfer_remedies(tmp_path)
     assert "| 7.5 |" in table and "by machine" not in table
+
+
+def test_the_imagenette_tables_read_the_runs_and_the_sweep(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from report_imagenette import imagenette_recipe, imagenette_resolution
+
+    assert "No run of `configs/imagenette.yaml` has finished yet" in imagenette_recipe(tmp_path)
+    trained = tmp_path / "results/imagenette/trained"
+    for name, pe, acc, threads in [("cpb_s0", "cpb", 0.861, "2 threads"), ("cpb_s1", "cpb", 0.871, "1 thread"),
+                                   ("none_s0", "none", 0.80, "1 thread"), ("sincos_s0", "sincos", 0.82, "1 thread")]:
+        folder = trained / name
+        folder.mkdir(parents=True)
+        (folder / "config.yaml").write_text(f"model:\n  pe: {pe}\ntrain:\n  epochs: 2\n")
+        records = [{"epoch": e, "test_acc": acc - 0.1 * (2 - e), "elapsed_s": 600.0 * e, "img_per_s": 100.0 * e,
+                    "machine": f"AMD EPYC (L2 1024K, L3 32768K), {threads}"} for e in (1, 2)]
+        if name == "sincos_s0":
+            records = records[:1]  # still training: left out
+        (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    table = imagenette_recipe(tmp_path)
+    assert "| `cpb` | 86.10 / 87.10 / … | 86.6 ± 0.7 | 2 | 20 / 20 | 150 / 150 | B (2) / B (1) |" in table
+    assert table.index("`cpb`") < table.index("`none`") and "`sincos`" not in table
+    assert table.endswith("Machines: B: AMD EPYC (L2 1024K, L3 32768K).\n")
+    sweep_file = tmp_path / "results/imagenette/resolution/resolution.json"
+    sweep_file.parent.mkdir(parents=True)
+    records = [{"run": run, "pe": "cpb", "resolution": size, "train_resolution": 64, "pe_resize": mode,
+                "accuracy": acc + (0.02 if size == 96 else 0.0), "group": "g"}
+               for run, acc in (("cpb_s0", 0.86), ("cpb_s1", 0.87)) for size in (64, 96)
+               for mode in ("interpolate", "extrapolate")]
+    records.append({**records[0], "run": "cpb_s0_128_interpolate", "accuracy": 0.5})  # a fine-tune: its own table
+    sweep_file.write_text(json.dumps(records))
+    table = imagenette_resolution(tmp_path)
+    assert "Seeds per row: `cpb` 2." in table and "86.5 ± 0.7" in table and "88.5 ± 0.7" in table
+    assert "+2.0" in table and "50.0" not in table
