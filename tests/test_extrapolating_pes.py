@@ -104,7 +104,10 @@ def fire_by_hand(pe, grid, ranges, layer: int):
     """FIRE's bias for block ``layer``, one (query, key) pair at a time from the paper's formula: (nH, N, N)."""
     c, threshold = torch.nn.functional.softplus(pe.c_raw).item(), torch.nn.functional.softplus(pe.threshold_raw).item()
     psi = lambda x: math.log(c * x + 1)  # noqa: E731
-    mlp = pe.mlps[layer]
+    W1, b1, W2, b2 = (p[layer].detach() for p in (pe.first_weight, pe.first_bias, pe.last_weight, pe.last_bias))
+
+    def mlp(u: torch.Tensor) -> torch.Tensor:
+        return torch.relu(u @ W1 + b1[0]) @ W2 + b2[0]  # (ndim,) -> (nH,)
     cells = list(itertools.product(*[range(n) for n in grid]))
     out = torch.zeros(pe.heads, len(cells), len(cells))
     for (i, q), (j, k) in itertools.product(enumerate(cells), repeat=2):
@@ -131,8 +134,7 @@ def test_fire_is_the_paper_formula_per_axis_at_any_grid(mode):
 def test_fire_interpolating_maps_a_larger_grid_into_the_trained_range_and_refuses_bad_options():
     pe = vitpe.pe.build("fire", dim=16, heads=2, depth=1, grid=(4,), threshold=1.0)
     with torch.no_grad():
-        pe.mlps[0][0].weight.fill_(1.0), pe.mlps[0][0].bias.zero_(), pe.mlps[0][2].weight.fill_(1.0)
-        pe.mlps[0][2].bias.zero_()
+        pe.first_weight.fill_(1.0), pe.first_bias.zero_(), pe.last_weight.fill_(1.0), pe.last_bias.zero_()
     corner = pe.attention_bias(pe.prepare((4,)), 0)[0, -1, 0].item()  # the farthest offset at the trained length
     longer = pe.attention_bias(pe.prepare((16,)), 0)[0, -1, 0].item()  # ... and at 4x that length, interpolated
     assert corner > 0 and longer == pytest.approx(corner, rel=0.15)  # mapped back near the trained range
@@ -191,7 +193,7 @@ def shifted_scores(pe, shift: tuple[float, float]) -> torch.Tensor:
     positions = torch.tensor(list(itertools.product(range(3), range(4))), dtype=torch.float32) + torch.tensor(shift)
     side = torch.tensor(pe.grid, dtype=torch.float32)
     R = pe.rotations(positions / side)[0]  # (nH, N, Dh/b, b, b)
-    from vitpe.pe.learned_generators import rotate_blocks
+    from vitpe.pe.generator_rope import rotate_blocks
 
     return rotate_blocks(q, R) @ rotate_blocks(k, R).transpose(-1, -2)
 

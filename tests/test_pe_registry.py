@@ -6,7 +6,7 @@ from conftest import DEPTH, DIM, HEADS
 import vitpe.pe
 
 EXPECTED = {"none", "learnable", "separable", "sincos", "rope_axial", "rope_mixed", "rope_dinov3", "relbias", "t5bias",
-            "cpb", "alibi", "peg"}
+            "cpb", "alibi", "peg", "lookhere", "fire", "liere", "comrope", "string", "pape"}
 
 
 def test_available_lists_all_encodings():

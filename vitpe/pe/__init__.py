@@ -13,10 +13,11 @@ See :mod:`vitpe.pe.base` for the interface and :mod:`vitpe.pe.grid` for the resi
 
 from vitpe.pe import (  # noqa: F401  (each module registers its encoding)
     alibi,
+    comrope,
     cpb,
     fire,
     learnable,
-    learned_generators,
+    liere,
     lookhere,
     none,
     pape,

@@ -1,7 +1,8 @@
 """``fire`` -- FIRE: an MLP of log-scaled relative offsets, normalised by the range of offsets the input holds.
 
 Paper: Li et al., "Functional Interpolation for Relative Positions Improves Long Context Transformers" (ICLR 2024).
-Site: logits. Parameters: per layer an MLP ``ndim -> hidden (32) -> nH`` with ReLU (``mlps``), and two learned
+Site: logits. Parameters: per layer an MLP ``ndim -> hidden (32) -> nH`` with ReLU (``first_weight``, ``first_bias``,
+``last_weight``, ``last_bias``, stacked over the layers), and two learned
 scalars, ``c`` (the log's scale) and ``L`` (the normalisation's threshold); output of shape (depth, nH, N, N).
 
 In 1D and causal, FIRE's bias is ``f(psi(i - j) / psi(max(L, i)))`` with ``psi(x) = log(c x + 1)``: an offset is
@@ -43,6 +44,12 @@ def inverse_softplus(value: float) -> float:
     return value + math.log(-math.expm1(-value))
 
 
+def uniform(shape: tuple[int, ...], fan_in: int) -> torch.Tensor:
+    """U(-1/sqrt(fan_in), 1/sqrt(fan_in)): nn.Linear's default initialisation."""
+    bound = 1 / math.sqrt(fan_in)
+    return torch.empty(shape).uniform_(-bound, bound)
+
+
 def normalised_offsets(offsets: torch.Tensor, extent: torch.Tensor, c: torch.Tensor,
                        threshold: torch.Tensor) -> torch.Tensor:
     """FIRE's ``sign(d) psi(|d|) / psi(max(L, R))`` per axis of ``offsets`` (T, ndim), with ``extent`` (ndim,) the
@@ -67,10 +74,12 @@ class FIRE(BiasEncoding):
         self.c_raw = nn.Parameter(torch.tensor(inverse_softplus(c)))
         self.threshold_raw = nn.Parameter(torch.tensor(inverse_softplus(threshold)))
         ndim = len(self.grid)
-        self.mlps = nn.ModuleList(
-            nn.Sequential(nn.Linear(ndim, hidden), nn.ReLU(inplace=True), nn.Linear(hidden, self.heads))
-            for _ in range(self.depth)
-        )
+        # every layer's MLP as stacked weights (one batched product per forward), initialised as nn.Linear's default;
+        # plain parameters, so that a model's std-0.02 init of its Linear layers leaves the bias's scale alone
+        self.first_weight = nn.Parameter(uniform((self.depth, ndim, hidden), ndim))
+        self.first_bias = nn.Parameter(uniform((self.depth, 1, hidden), ndim))
+        self.last_weight = nn.Parameter(uniform((self.depth, hidden, self.heads), hidden))
+        self.last_bias = nn.Parameter(uniform((self.depth, 1, self.heads), hidden))
 
     @property
     def c(self) -> torch.Tensor:
@@ -87,5 +96,9 @@ class FIRE(BiasEncoding):
         ranges = grid if self.resize == "interpolate" else self.grid  # the range each axis is normalised by
         extent = torch.tensor([max(n - 1, 1) for n in ranges], dtype=torch.float32, device=self.device)  # (ndim,)
         u = normalised_offsets(offsets, extent, self.c, self.threshold)  # (T, ndim)
-        tables = torch.stack([mlp(u) for mlp in self.mlps])  # (depth, T, nH)
-        return gather_relative(tables, index)  # (depth, nH, N, N)
+        return gather_relative(self.tables(u), index)  # (depth, nH, N, N)
+
+    def tables(self, u: torch.Tensor) -> torch.Tensor:
+        """Every layer's MLP on ``u`` (T, ndim) -> (depth, T, nH)."""
+        hidden = torch.baddbmm(self.first_bias, u.expand(self.depth, -1, -1), self.first_weight).relu_()
+        return torch.baddbmm(self.last_bias, hidden, self.last_weight)  # (depth, T, hidden) -> (depth, T, nH)

@@ -75,13 +75,15 @@ class PaPE(PositionEncoding):
         w = self.directions[layer]  # (nH, M, ndim)
         a = F.softplus(torch.einsum("...htd,hdm->...htm", q, self.curvature[layer]))  # (..., nH, T, M)
         b = torch.einsum("...htd,hdm->...htm", q, self.slope[layer])  # (..., nH, T, M)
-        A = torch.einsum("...htm,hmi,hmj->...htij", a, w, w)  # (..., nH, T, ndim, ndim)
+        outer = (w[:, :, :, None] * w[:, :, None, :]).flatten(-2)  # (nH, M, ndim^2): w_m w_m^T, flattened
+        A = torch.einsum("...htm,hmk->...htk", a, outer)  # (..., nH, T, ndim^2): vec A
         beta = torch.einsum("...htm,hmi->...hti", b, w)  # (..., nH, T, ndim)
-        Ap = (A @ positions[:, :, None]).squeeze(-1)  # (..., nH, T, ndim)
+        ndim = positions.shape[-1]
+        Ap = (A.unflatten(-1, (ndim, ndim)) * positions[:, None, :]).sum(-1)  # (..., nH, T, ndim): A p_q
         constant = -(Ap * positions).sum(-1, keepdim=True) + (beta * positions).sum(-1, keepdim=True)
-        features = torch.cat([constant, 2 * Ap - beta, -A.flatten(-2)], dim=-1)  # (..., nH, T, 1 + ndim + ndim^2)
-        features[..., : self.num_prefix_tokens, :] = 0
-        return features
+        features = torch.cat([constant, 2 * Ap - beta, -A], dim=-1)  # (..., nH, T, 1 + ndim + ndim^2)
+        grid_rows = torch.arange(features.shape[-2], device=features.device) >= self.num_prefix_tokens  # (T,)
+        return features * grid_rows[:, None]  # the prefix tokens' rows zero
 
     def rotate_qkv(self, qkv: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], layer: int
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

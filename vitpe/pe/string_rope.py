@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from vitpe.pe.frequency_scaling import YARN_ALPHA, YARN_BETA
-from vitpe.pe.learned_generators import skew
+from vitpe.pe.generator_rope import skew
 from vitpe.pe.registry import register
 from vitpe.pe.rope_axial import AxialRope
 from vitpe.pe.rotary import rotate_pairs

@@ -1,0 +1,58 @@
+"""``comrope`` -- ComRoPE: rotations ``exp(sum_a p_a A_a)`` of learned skew-symmetric generators that commute.
+
+Paper: Yu et al., "ComRoPE: Scalable and Robust Rotary Position Embedding Parameterized by Trainable Commuting Angle
+Matrices" (CVPR 2025; reference code Longin-Yu/ComRoPE). Site: q, k. Parameter ``weight`` of shape
+(depth, nH, Dh/b, b, b), one block per block of channels, and with ``form="ld"`` ``axis_scales`` (depth, 1, ndim,
+Dh/b). Rotations (depth, nH, P + N, Dh/b, b, b) as :mod:`vitpe.pe.generator_rope` builds them.
+
+* ``form="ap"`` (axis-partitioned): the blocks are split between the axes, each block turned by one axis only --
+  generators on disjoint blocks commute.
+* ``form="ld"`` (linearly dependent; default): one learned block ``S`` per block, each axis scaling it,
+  ``A_a = theta_a S`` -- multiples of one matrix commute.
+
+With commuting generators ``R(p)^T R(r) = R(r - p)``: the score depends on the offset alone, as RoPE's does.
+``S = F - F^T`` with ``F`` ~ N(0, ``init_std``^2) (default 1), LD's axis scales N(0, 1). Options ``form``,
+``block_size`` (default 8), ``init_std``, and ``shift``, ``jitter``, ``rescale`` (coordinate augmentation). A closed
+form for commuting generators (one eigendecomposition per block instead of an exponential per cell) is not used: the
+eigenvectors' gradient is unstable where eigenvalues meet, as a skew block's pairs +-i lambda do at lambda = 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from vitpe.pe.generator_rope import GeneratorRope, skew
+from vitpe.pe.registry import register
+
+
+@register("comrope")
+class ComRoPE(GeneratorRope):
+    """ComRoPE: commuting learned generators. Options: ``form`` (``ap``: each block turned by one axis; ``ld``: one
+    block per block scaled by each axis; default ``ld``), ``block_size`` (default 8), ``init_std`` (default 1),
+    ``shift``, ``jitter``, ``rescale`` (coordinate augmentation)."""
+
+    def __init__(self, form: str = "ld", block_size: int = 8, init_std: float = 1.0, shift: float | None = None,
+                 jitter: float | None = None, rescale: float | None = None, **common: Any) -> None:
+        super().__init__(block_size, init_std, shift, jitter, rescale, **common)
+        if form not in ("ap", "ld"):
+            raise ValueError(f"comrope: form must be 'ap' (axis-partitioned) or 'ld' (linearly dependent), got {form!r}")
+        self.form = form
+        ndim, b = len(self.grid), self.block_size
+        self.weight = nn.Parameter(torch.randn(self.depth, self.heads, self.blocks, b, b) * self.init_std)
+        if form == "ld":
+            self.axis_scales = nn.Parameter(torch.randn(self.depth, 1, ndim, self.blocks))  # theta_a per block
+        else:
+            if self.blocks % ndim:
+                raise ValueError(f"comrope: form 'ap' splits the {self.blocks} blocks of {b} channels between "
+                                 f"{ndim} axes; choose a block_size that makes them divisible by {ndim}")
+            owner = torch.arange(self.blocks) // (self.blocks // ndim)  # (Dh/b,): the axis each block turns with
+            self.register_buffer("axis_of_block", (owner[None, :] == torch.arange(ndim)[:, None]).float(),
+                                 persistent=False)  # (ndim, Dh/b)
+
+    def generators(self) -> torch.Tensor:
+        S = skew(self.weight)[:, :, None]  # (depth, nH, 1, Dh/b, b, b)
+        scales = self.axis_scales if self.form == "ld" else self.axis_of_block  # (..., ndim, Dh/b)
+        return S * scales[..., None, None]  # (depth, nH, ndim, Dh/b, b, b)

@@ -1,0 +1,82 @@
+"""Rotary PEs whose rotation is the exponential of learned skew-symmetric generators: the shared base of
+``liere`` (:mod:`vitpe.pe.liere`) and ``comrope`` (:mod:`vitpe.pe.comrope`).
+
+A cell at position ``p`` (ndim coordinates) rotates q and k by ``R(p) = exp(sum_a p_a A_a)``, with ``A_a``
+skew-symmetric (so ``R(p)`` is orthogonal) and block-diagonal: Dh/b blocks of ``b x b`` (``block_size``, default 8;
+b = 2 with fixed generators is RoPE). Positions are in units of the reference grid's side (``p / g_ref`` per axis, the
+reference grid spanning [0, 1)), as in ComRoPE's code, so that the generators' scale does not depend on the training
+grid. Prefix tokens are not rotated. Resize: positions squeezed into the reference range (``interpolate``) or
+continued (``extrapolate``); DINOv3's coordinate augmentation (``shift``, ``jitter``, ``rescale``) in training.
+
+Cost: a matrix exponential per (layer, head, cell, block) in every training step, and a ``b x b`` product per channel
+block of q and k (BENCHMARKS.md).
+"""
+
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from vitpe.pe.base import PositionEncoding
+from vitpe.pe.coord_augment import CoordAugment
+from vitpe.pe.grid import Grid
+from vitpe.pe.option_checks import non_negative_number
+from vitpe.pe.sites import _autocast_off
+
+#: A generator RoPE's per-forward state: each layer's rotations, (nH, P + N, Dh/b, b, b).
+GeneratorState = tuple[torch.Tensor, ...]
+
+
+def skew(matrices: torch.Tensor) -> torch.Tensor:
+    """``F - F^T`` over the last two dimensions: a skew-symmetric matrix from any square one."""
+    return matrices - matrices.transpose(-1, -2)
+
+
+def rotate_blocks(x: torch.Tensor, rotations: torch.Tensor) -> torch.Tensor:
+    """``x`` (..., nH, T, Dh) with each block of ``b`` channels multiplied by its matrix in ``rotations``
+    (nH, T, Dh/b, b, b); same shape as ``x``."""
+    blocks = x.reshape(*x.shape[:-1], rotations.shape[-3], rotations.shape[-1])  # (..., nH, T, Dh/b, b)
+    turned = (rotations.to(x.dtype) @ blocks.unsqueeze(-1)).squeeze(-1)  # (..., nH, T, Dh/b, b)
+    return turned.flatten(-2)  # (..., nH, T, Dh)
+
+
+class GeneratorRope(PositionEncoding):
+    """q,k site: ``R(p) = exp(sum_a p_a A_a)`` with block-diagonal skew-symmetric generators from :meth:`generators`,
+    shape (depth, nH, ndim, Dh/b, b, b)."""
+
+    site = "qk"
+
+    def __init__(self, block_size: int = 8, init_std: float = 1.0, shift: float | None = None,
+                 jitter: float | None = None, rescale: float | None = None, **common: Any) -> None:
+        super().__init__(**common)
+        if not isinstance(block_size, int) or block_size < 2 or self.head_dim % block_size:
+            raise ValueError(f"{self.name}: block_size must be a whole number >= 2 dividing the head dim "
+                             f"({self.head_dim}), got {block_size!r}")
+        self.block_size = block_size
+        self.blocks = self.head_dim // block_size
+        self.init_std = non_negative_number(init_std, f"{self.name}: init_std")
+        self.augment = CoordAugment.checked(shift, jitter, rescale, self.name)
+
+    def generators(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    def rotations(self, positions: torch.Tensor) -> torch.Tensor:
+        """``R(p)`` at ``positions`` (N, ndim) in reference-side units: (depth, nH, N, Dh/b, b, b)."""
+        A = self.generators()  # (depth, nH, ndim, Dh/b, b, b)
+        exponent = torch.einsum("na,lhakij->lhnkij", positions, A)  # (depth, nH, N, Dh/b, b, b)
+        return torch.linalg.matrix_exp(exponent.contiguous())  # (torch's matrix_exp fails on some strided inputs)
+
+    def _prepare(self, grid: Grid) -> GeneratorState:
+        with _autocast_off(self.device):
+            side = torch.tensor(self.grid, dtype=torch.float32, device=self.device)
+            rotations = self.rotations(self.positions_at(grid) / side).float()  # (depth, nH, N, Dh/b, b, b)
+        eye = torch.eye(self.block_size, device=self.device).expand(*rotations.shape[:2], self.num_prefix_tokens,
+                                                                    self.blocks, -1, -1)
+        return tuple(torch.cat([eye, rotations], dim=2).unbind(0))  # depth x (nH, P + N, Dh/b, b, b)
+
+    def rotate(self, x: torch.Tensor, state: GeneratorState, layer: int) -> torch.Tensor:
+        self.check_layer(layer)
+        self.check_tokens(x.shape[-2], state[layer].shape[-4], "x")
+        return rotate_blocks(x, state[layer])
