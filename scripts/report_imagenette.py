@@ -70,7 +70,30 @@ def imagenette_resolution(root: Path) -> str:
     return resolution_table(records) + f"\n{note}\n\nChange against each run's own 64 px accuracy (points):\n\n" + gains
 
 
+def imagenette_short(root: Path) -> str:
+    """The README's line: each swept PE's validation accuracy at its 64 px, at its best size and at 160 px (2.5x),
+    interpolated, with the seeds it stands on."""
+    path = root / SWEEP
+    records = [r for r in sweep(path) if r["pe_resize"] == "interpolate" and r["accuracy"] is not None and
+               "_128_" not in r["run"] and "rescale" not in r["run"]] if path.is_file() else []
+    if not records:
+        return f"{MISSING} not swept yet.\n"
+    by_pe: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        by_pe[r["pe"]][int(r["resolution"])].append(100 * r["accuracy"])
+    parts = []
+    for pe, sizes in sorted(by_pe.items()):
+        means = {size: statistics.fmean(values) for size, values in sizes.items()}
+        best = max(means, key=means.get)
+        seeds = len(sizes[64])
+        parts.append(f"`{pe}` {means[64]:.1f}% at 64 px, {means[best]:.1f}% at {best} px, {means[max(means)]:.1f}% at "
+                     f"{max(means)} px ({seeds} seed{'s' if seeds > 1 else ''})")
+    return "Imagenette (`configs/imagenette.yaml`, trained at 64 px, positions interpolated): " + "; ".join(parts) + \
+        ".\n"
+
+
 TABLES: dict[str, Callable[[Path], str]] = {
     "imagenette-recipe": imagenette_recipe,
     "imagenette-resolution": imagenette_resolution,
+    "imagenette-short": imagenette_short,
 }

@@ -301,3 +301,8 @@ def test_the_imagenette_tables_read_the_runs_and_the_sweep(tmp_path):
     table = imagenette_resolution(tmp_path)
     assert "Seeds per row: `cpb` 2." in table and "86.5 ± 0.7" in table and "88.5 ± 0.7" in table
     assert "+2.0" in table and "50.0" not in table
+    from report_imagenette import imagenette_short
+
+    assert imagenette_short(tmp_path) == ("Imagenette (`configs/imagenette.yaml`, trained at 64 px, positions "
+                                          "interpolated): `cpb` 86.5% at 64 px, 88.5% at 96 px, 88.5% at 96 px "
+                                          "(2 seeds).\n")
