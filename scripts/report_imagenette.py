@@ -62,6 +62,8 @@ def imagenette_resolution(root: Path) -> str:
     if not path.is_file():
         return f"{MISSING} No sweep committed yet (`{SWEEP}`).\n"
     records = [r for r in sweep(path) if "_s" in r["run"] and "_128_" not in r["run"] and "rescale" not in r["run"]]
+    possible = {(r["pe"], r["pe_resize"]) for r in records if r["accuracy"] is not None}
+    records = [r for r in records if (r["pe"], r["pe_resize"]) in possible]  # no rows of n/a (cpb has no ntk)
     runs_per_pe: dict[str, set] = defaultdict(set)
     for record in records:
         runs_per_pe[record["pe"]].add(record["run"])

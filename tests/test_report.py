@@ -297,10 +297,11 @@ def test_the_imagenette_tables_read_the_runs_and_the_sweep(tmp_path):
                for run, acc in (("cpb_s0", 0.86), ("cpb_s1", 0.87)) for size in (64, 96)
                for mode in ("interpolate", "extrapolate")]
     records.append({**records[0], "run": "cpb_s0_128_interpolate", "accuracy": 0.5})  # a fine-tune: its own table
+    records.append({**records[0], "pe_resize": "ntk", "accuracy": None, "reason": "cpb has no frequencies"})
     sweep_file.write_text(json.dumps(records))
     table = imagenette_resolution(tmp_path)
     assert "Seeds per row: `cpb` 2." in table and "86.5 ± 0.7" in table and "88.5 ± 0.7" in table
-    assert "+2.0" in table and "50.0" not in table
+    assert "+2.0" in table and "50.0" not in table and "ntk" not in table
     from report_imagenette import imagenette_short
 
     assert imagenette_short(tmp_path) == ("Imagenette (`configs/imagenette.yaml`, trained at 64 px, positions "
