@@ -52,7 +52,7 @@ def imagenette_recipe(root: Path) -> str:
     cpus = {letter[m]: machine_cpu(m) or "not recorded" for m in letter}  # threads are in the column
     legend = "; ".join(f"{key}: {cpu}" for key, cpu in sorted(cpus.items()))
     return markdown(["PE", "val. acc. (%) at 64 px, seeds 0 / 1 / 2", "mean ± std", "seeds", "wall (min)",
-                     "train img/s", "machine (threads)"], rows) + f"\nMachines: {legend}.\n"
+                     "train img/s (epochs' mean)", "machine (threads)"], rows) + f"\nMachines: {legend}.\n"
 
 
 def imagenette_resolution(root: Path) -> str:

@@ -214,7 +214,7 @@ NAMED_MACHINES = ("", "AMD EPYC (L2 1024K, L3 32768K)")
 
 def machine_cpu(machines: frozenset[str]) -> str:
     """The CPU (or CPUs, joined) of a run's machine descriptions, without the thread counts; "" where unrecorded."""
-    return " + ".join(sorted(map(cpu_of, machines)))
+    return " + ".join(sorted(set(map(cpu_of, machines))))  # one CPU at several thread counts is one CPU
 
 
 def named_machine(letter: dict[frozenset[str], str], machine: frozenset[str], unrecorded: str = "not recorded") -> str:

@@ -288,6 +288,9 @@ def test_the_imagenette_tables_read_the_runs_and_the_sweep(tmp_path):
         (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     table = imagenette_recipe(tmp_path)
     assert "| `cpb` | 86.10 / 87.10 / … | 86.6 ± 0.7 | 2 | 20 / 20 | 150 / 150 | B (2) / B (1) |" in table
+    mixed = trained / "cpb_s1" / "metrics.jsonl"  # one run at two thread counts: one machine, both counts said
+    mixed.write_text(mixed.read_text().replace("1 thread", "2 threads", 1))
+    assert "| B (2) / B (1, 2) |" in imagenette_recipe(tmp_path) and "C:" not in imagenette_recipe(tmp_path)
     assert table.index("`cpb`") < table.index("`none`") and "`sincos`" not in table
     assert table.endswith("Machines: B: AMD EPYC (L2 1024K, L3 32768K).\n")
     sweep_file = tmp_path / "results/imagenette/resolution/resolution.json"
