@@ -69,7 +69,7 @@ def imagenette_resolution(root: Path) -> str:
         runs_per_pe[record["pe"]].add(record["run"])
     note = "Seeds per row: " + ", ".join(f"`{pe}` {len(runs)}" for pe, runs in sorted(runs_per_pe.items())) + "."
     gains = gains_table(paired_gains(records, "resolution"), "resolution")
-    return resolution_table(records) + f"\n{note}\n\nChange against each run's own 64 px accuracy (points):\n\n" + gains
+    return resolution_table(records) + f"\n{note}\n\n" + gains
 
 
 def imagenette_short(root: Path) -> str:
