@@ -278,3 +278,14 @@ def test_pape_adds_its_parabolas_to_the_logits_through_wider_q_and_k(mode):
     for ours, theirs in zip(composed.rotate_qkv(torch.stack([q, k, v]), state, layer),
                             alone.rotate_qkv(torch.stack([*rotated, v]), state[1], layer)):
         torch.testing.assert_close(ours, theirs)
+
+
+def test_generator_rotations_are_computed_once_per_grid_in_evaluation_and_again_after_a_step():
+    pe = vitpe.pe.build("comrope", dim=64, heads=2, depth=1, grid=(3, 4)).eval()
+    with torch.no_grad():
+        first = pe.prepare((3, 4))
+        assert pe.prepare((3, 4)) is first  # cached
+        pe.weight.add_(0.1)  # an optimiser step: the version counter moves
+        moved = pe.prepare((3, 4))
+    assert moved is not first and not torch.allclose(moved[0], first[0])
+    torch.testing.assert_close(moved[0], pe.train().prepare((3, 4))[0].detach())  # the same rotations as training's

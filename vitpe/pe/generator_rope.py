@@ -68,6 +68,15 @@ class GeneratorRope(PositionEncoding):
         exponent = torch.einsum("na,lhakij->lhnkij", positions, A)  # (depth, nH, N, Dh/b, b, b)
         return torch.linalg.matrix_exp(exponent.contiguous())  # (torch's matrix_exp fails on some strided inputs)
 
+    def prepare(self, grid: int | tuple[int, ...]) -> GeneratorState:
+        """As every PE's, except that in evaluation without gradients the rotations are cached per grid and weights
+        (their version counters): an evaluation sweep pays the matrix exponentials once per size, not per batch."""
+        if self.training or torch.is_grad_enabled():
+            return super().prepare(grid)
+        grid = self.check_grid(grid)
+        versions = tuple(p._version for p in self.parameters())
+        return self.cached(("frozen", grid, self.resize, versions), lambda: self._prepare(grid))
+
     def _prepare(self, grid: Grid) -> GeneratorState:
         with _autocast_off(self.device):
             side = torch.tensor(self.grid, dtype=torch.float32, device=self.device)
