@@ -63,10 +63,15 @@ def split_folder(root: Path, split: str) -> Path:
                     f"<class>/<images> (any of {', '.join(IMAGE_EXTENSIONS)})")
 
 
+def class_folders(folder: Path) -> list[Path]:
+    """The class folders of a split folder, sorted (hidden folders left out)."""
+    return [d for d in sorted(folder.iterdir()) if d.is_dir() and not d.name.startswith(".")]
+
+
 def class_files(folder: Path) -> dict[str, list[Path]]:
     """``{class: [image files]}`` of ``folder/<class>/``, sorted; an empty class is a :class:`DataError`."""
     classes = {d.name: sorted(p for p in d.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
-               for d in sorted(folder.iterdir()) if d.is_dir() and not d.name.startswith(".")}
+               for d in class_folders(folder)}
     if not classes:
         raise DataError(f"{folder} has no class folders: expected {folder}/<class>/<images>")
     empty = [name for name, files in classes.items() if not files]
@@ -143,8 +148,7 @@ def load_folder_split(root: str | Path, split: str, img_size: int, *, cache_dir:
     by_class = class_files(folder)
     if split != "train":
         train_folder = split_folder(root, "train")
-        check_same_classes([d.name for d in sorted(train_folder.iterdir()) if d.is_dir() and
-                            not d.name.startswith(".")], list(by_class), train_folder, folder)
+        check_same_classes([d.name for d in class_folders(train_folder)], list(by_class), train_folder, folder)
     files = [path for paths in by_class.values() for path in paths]
     labels = torch.cat([torch.full((len(paths),), i, dtype=torch.long) for i, paths in enumerate(by_class.values())])
 

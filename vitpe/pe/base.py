@@ -227,6 +227,12 @@ class PositionEncoding(nn.Module):
         pos = grid_positions(grid, self.grid, self.resize, self.device, anchor)  # (N, ndim)
         return self.augment.positions(pos, self.grid) if self.augmenting else pos
 
+    def positions_in_sides(self, grid: Grid) -> torch.Tensor:
+        """:meth:`positions_at` in units of the reference grid's side per axis (the reference grid spans [0, 1)), the
+        coordinates of the PEs whose learned scale should not depend on the training grid: (N, ndim)."""
+        side = torch.tensor(self.grid, dtype=torch.float32, device=self.device)
+        return self.positions_at(grid) / side
+
     def offsets_at(self, grid: Grid) -> torch.Tensor:
         """Every relative offset in reference units in this resize mode (:func:`vitpe.pe.grid.relative_offsets`),
         scaled by this forward's coordinate augmentation while training: (*extent, ndim)."""

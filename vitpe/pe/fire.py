@@ -91,12 +91,16 @@ class FIRE(BiasEncoding):
 
     def bias(self, grid: Grid) -> torch.Tensor:
         index = self.cached(("index", grid), lambda: relative_index(grid, device=self.device))  # (N, N)
-        offsets = self.cached(("offsets", grid), lambda: relative_offsets(grid, grid, "extrapolate", self.device)
-                              .reshape(-1, len(grid)))  # (T, ndim): cell offsets
-        ranges = grid if self.resize == "interpolate" else self.grid  # the range each axis is normalised by
-        extent = torch.tensor([max(n - 1, 1) for n in ranges], dtype=torch.float32, device=self.device)  # (ndim,)
+        offsets, extent = self.cached(("offsets", grid, self.resize), lambda: self.geometry(grid))
         u = normalised_offsets(offsets, extent, self.c, self.threshold)  # (T, ndim)
         return gather_relative(self.tables(u), index)  # (depth, nH, N, N)
+
+    def geometry(self, grid: Grid) -> tuple[torch.Tensor, torch.Tensor]:
+        """The cell offsets of ``grid`` (T, ndim) and the range each axis is normalised by (ndim,): this grid's when
+        interpolating, the reference grid's when extrapolating."""
+        offsets = relative_offsets(grid, grid, "extrapolate", self.device).reshape(-1, len(grid))  # (T, ndim)
+        ranges = grid if self.resize == "interpolate" else self.grid
+        return offsets, torch.tensor([max(n - 1, 1) for n in ranges], dtype=torch.float32, device=self.device)
 
     def tables(self, u: torch.Tensor) -> torch.Tensor:
         """Every layer's MLP on ``u`` (T, ndim) -> (depth, T, nH)."""

@@ -79,8 +79,7 @@ class GeneratorRope(PositionEncoding):
 
     def _prepare(self, grid: Grid) -> GeneratorState:
         with _autocast_off(self.device):
-            side = torch.tensor(self.grid, dtype=torch.float32, device=self.device)
-            rotations = self.rotations(self.positions_at(grid) / side).float()  # (depth, nH, N, Dh/b, b, b)
+            rotations = self.rotations(self.positions_in_sides(grid)).float()  # (depth, nH, N, Dh/b, b, b)
         eye = torch.eye(self.block_size, device=self.device).expand(*rotations.shape[:2], self.num_prefix_tokens,
                                                                     self.blocks, -1, -1)
         return tuple(torch.cat([eye, rotations], dim=2).unbind(0))  # depth x (nH, P + N, Dh/b, b, b)

@@ -65,9 +65,11 @@ class PaPE(PositionEncoding):
         self.slope = nn.Parameter(torch.randn(self.depth, self.heads, self.head_dim, parabolas) * 0.02)
 
     def _prepare(self, grid: Grid) -> tuple[torch.Tensor, torch.Tensor]:
-        side = torch.tensor(self.grid, dtype=torch.float32, device=self.device)
-        positions = self.positions_at(grid) / side  # (N, ndim), the reference grid spanning [0, 1)
-        return F.pad(positions, (0, 0, self.num_prefix_tokens, 0)), key_features(positions, self.num_prefix_tokens)
+        def geometry() -> tuple[torch.Tensor, torch.Tensor]:
+            positions = self.positions_in_sides(grid)  # (N, ndim)
+            return F.pad(positions, (0, 0, self.num_prefix_tokens, 0)), key_features(positions, self.num_prefix_tokens)
+
+        return self.cached_geometry(("geometry", grid, self.resize), geometry)  # no parameter in it: once per grid
 
     def query_features(self, q: torch.Tensor, positions: torch.Tensor, layer: int) -> torch.Tensor:
         """A query's extra channels ``[c_q, 2 A p_q - beta, -vec A]`` for ``q`` (..., nH, T, Dh) at ``positions``

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from vitpe.pe.base import PositionEncoding
 from vitpe.pe.frequency_scaling import YARN_ALPHA, YARN_BETA
 from vitpe.pe.generator_rope import skew
 from vitpe.pe.registry import register
@@ -66,5 +67,5 @@ class StringRope(AxialRope):
 
     def rotate_qkv(self, qkv: torch.Tensor, state: StringState, layer: int
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        q, k, v = qkv.unbind(0)
-        return self.rotate(q, state, layer), self.rotate(k, state, layer), v
+        # the base class's unfused form (q and k unbound in qkv's memory order), not RoPE's fused rotation, which has no P
+        return PositionEncoding.rotate_qkv(self, qkv, state, layer)
