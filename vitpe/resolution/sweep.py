@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import torch
-import yaml
 from tqdm import tqdm
 
 from vitpe.atomic_files import write_text_atomic
-from vitpe.config import config_from_dict, group_key, reference_size
+from vitpe.config import ConfigError, config_from_dict, group_key, parse_override, reference_size
 from vitpe.data import BatchLoader, ImageSet
 from vitpe.data.from_config import load_image_split
 from vitpe.data.loader import ShardedBatches
@@ -123,10 +122,13 @@ def parse_pe_options(items: Iterable[str]) -> dict[str, Any]:
     """``["large_grid_slope=0.6"]`` -> ``{"large_grid_slope": 0.6}`` (values read as YAML)."""
     options = {}
     for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
+        try:
+            key, value = parse_override(item)  # the config overrides' key=value, the value read as YAML
+        except ConfigError as err:
+            raise ValueError(f"--pe-option: {err}; give NAME=VALUE, e.g. --pe-option large_grid_slope=0.6") from None
+        if not key:
             raise ValueError(f"--pe-option {item!r}: give NAME=VALUE, e.g. --pe-option large_grid_slope=0.6")
-        options[key.strip()] = yaml.safe_load(value)
+        options[key] = value
     return options
 
 
