@@ -22,7 +22,6 @@ timm's own data config at every size (resize to size / crop_pct, centre crop) --
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -53,7 +52,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--best", action="store_true", help="use best.pt instead of checkpoint.pt of run folders")
     parser.add_argument("--ema", action="store_true", help="evaluate the EMA weights when the run has them")
-    parser.add_argument("--data-root", help="where the test data lives (default: the run's data.root / VITPE_DATA)")
+    parser.add_argument("--data-root", help="where the test data lives (default: the run's data.root, or $VITPE_DATA when that "
+                        "folder is not on this machine)")
     parser.add_argument("--data", help="for timm: models, the test images: imagefolder:DIR (DIR/<class>/<image>)")
     parser.add_argument("--workers", type=non_negative_int, default=2,
                         help="image-decoding processes for --data (0: decode in this process)")
@@ -93,7 +93,7 @@ def sweep(args: argparse.Namespace) -> None:
         raise ValueError("--data is the test set of timm: models; trained runs use their own data set")
     pe_options = parse_pe_options(args.pe_option)
     runs = [with_pe_options(find_run(path, args.best), pe_options) for path in args.runs if not is_pretrained_spec(path)]
-    data_root = args.data_root or os.environ.get("VITPE_DATA")
+    data_root = args.data_root
     keep_freed_memory(args.device)
     common = dict(limit=args.limit, batch_size=args.batch_size, use_ema=args.ema, device=args.device)
     records = []

@@ -248,3 +248,15 @@ def test_a_pe_option_changed_at_evaluation_is_a_run_of_its_own(tmp_path):
     assert records[("lookhere", 32)]["loss"] != records[("lookhere@large_grid_slope=0.25", 32)]["loss"]
     assert eval_cli.main([str(run), "--resolutions", "16", "--out", str(out), "--pe-option", "slope"]) == 2
     assert eval_cli.main([str(run), "--resolutions", "16", "--out", str(out), "--pe-option", "nonsense=1"]) == 2
+
+
+def test_a_run_reads_its_own_data_root_and_falls_back_to_vitpe_data_only_when_that_folder_is_not_here(tmp_path,
+                                                                                                         monkeypatch):
+    from vitpe.resolution.sweep import data_root_for_evaluation
+
+    monkeypatch.setenv("VITPE_DATA", str(tmp_path / "shared"))
+    own = tmp_path / "own"
+    own.mkdir()
+    assert data_root_for_evaluation(str(own), None) == str(own)  # $VITPE_DATA does not replace a folder that is here
+    assert data_root_for_evaluation(str(tmp_path / "elsewhere"), None) == str(tmp_path / "shared")  # trained on another machine
+    assert data_root_for_evaluation(str(own), "/explicit") == "/explicit"  # --data-root always wins

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -153,6 +154,16 @@ def evaluate_modes(model: torch.nn.Module, loader: ShardedBatches, modes: Iterab
     return records
 
 
+def data_root_for_evaluation(recorded: str, explicit: str | None) -> str:
+    """Where a run's test set is read: ``explicit`` (``--data-root``) when given, else the run's own ``data.root`` when
+    that folder is on this machine, else ``$VITPE_DATA`` (a run trained elsewhere, whose recorded folder is not here)."""
+    if explicit is not None:
+        return explicit
+    if Path(recorded).exists():
+        return recorded
+    return os.environ.get("VITPE_DATA", recorded)
+
+
 def evaluate_run(run: Run, sizes: Iterable[Size], modes: Iterable[str], *, test_set: ImageSet | None = None,
                  data_root: str | None = None, limit: int = 0, batch_size: int = 500, use_ema: bool = False,
                  device: str | torch.device = "cpu", progress: tqdm | None = None) -> list[dict[str, Any]]:
@@ -160,8 +171,7 @@ def evaluate_run(run: Run, sizes: Iterable[Size], modes: Iterable[str], *, test_
     config = run.config
     if config.task != "image":
         raise ValueError(f"{run.name} is a {config.task} run: evaluate it over sequence lengths (--lengths)")
-    if data_root is not None:
-        config.data.root = data_root
+    config.data.root = data_root_for_evaluation(config.data.root, data_root)
     if test_set is None:
         test_set = load_image_split(config, "test")
     test_set = test_set.limit(limit)
