@@ -289,3 +289,22 @@ def test_generator_rotations_are_computed_once_per_grid_in_evaluation_and_again_
         moved = pe.prepare((3, 4))
     assert moved is not first and not torch.allclose(moved[0], first[0])
     torch.testing.assert_close(moved[0], pe.train().prepare((3, 4))[0].detach())  # the same rotations as training's
+
+
+@pytest.mark.parametrize("form", ["ap", "ld"])
+def test_comrope_factored_by_axis_equals_the_exponential_of_the_sum_with_its_gradient(form):
+    """ComRoPE takes an exponential per distinct coordinate of an axis and multiplies them: at jittered, off-grid
+    positions (coordinate augmentation) its rotations and their gradients equal exp(sum_a p_a A_a) taken per cell."""
+    from vitpe.pe.generator_rope import GeneratorRope
+
+    torch.manual_seed(0)
+    pe = vitpe.pe.build("comrope", dim=64, heads=2, depth=2, grid=(3, 4), form=form, init_std=0.7)
+    grid = torch.tensor(list(itertools.product(range(3), range(4))), dtype=torch.float32) / torch.tensor([3.0, 4.0])
+    positions = grid * 1.3 + torch.tensor([0.2, -0.1])  # a rescaled, shifted grid: 3 + 4 distinct coordinates
+    weights = torch.randn(2, 2, 12, pe.blocks, pe.block_size, pe.block_size)
+    factored = pe.rotations(positions)
+    (grad_factored,) = torch.autograd.grad((factored * weights).sum(), pe.weight)
+    direct = GeneratorRope.rotations(pe, positions)
+    (grad_direct,) = torch.autograd.grad((direct * weights).sum(), pe.weight)
+    torch.testing.assert_close(factored, direct, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(grad_factored, grad_direct, rtol=1e-4, atol=1e-4)

@@ -12,13 +12,18 @@ Dh/b). Rotations (depth, nH, P + N, Dh/b, b, b) as :mod:`vitpe.pe.generator_rope
 
 With commuting generators ``R(p)^T R(r) = R(r - p)``: the score depends on the offset alone, as RoPE's does.
 ``S = F - F^T`` with ``F`` ~ N(0, ``init_std``^2) (default 1), LD's axis scales N(0, 1). Options ``form``,
-``block_size`` (default 8), ``init_std``, and ``shift``, ``jitter``, ``rescale`` (coordinate augmentation). A closed
-form for commuting generators (one eigendecomposition per block instead of an exponential per cell) is not used: the
-eigenvectors' gradient is unstable where eigenvalues meet, as a skew block's pairs +-i lambda do at lambda = 0.
+``block_size`` (default 8), ``init_std``, and ``shift``, ``jitter``, ``rescale`` (coordinate augmentation).
+
+Cost: because the generators commute, ``R(p) = prod_a exp(p_a A_a)``, so the exponentials are taken per distinct
+coordinate of each axis -- g_h + g_w of them on a g_h x g_w grid instead of g_h * g_w -- and multiplied per cell (LD);
+with AP each block has one axis, so its exponentials are only that axis's and no product is needed. A closed form
+through one eigendecomposition per block is not used: the eigenvectors' gradient is unstable where eigenvalues meet, as
+a skew block's pairs +-i lambda do at lambda = 0.
 """
 
 from __future__ import annotations
 
+from functools import reduce
 from typing import Any
 
 import torch
@@ -56,3 +61,24 @@ class ComRoPE(GeneratorRope):
         S = skew(self.weight)[:, :, None]  # (depth, nH, 1, Dh/b, b, b)
         scales = self.axis_scales if self.form == "ld" else self.axis_of_block  # (..., ndim, Dh/b)
         return S * scales[..., None, None]  # (depth, nH, ndim, Dh/b, b, b)
+
+    def rotations(self, positions: torch.Tensor) -> torch.Tensor:
+        """``R(p) = prod_a exp(p_a A_a)`` at ``positions`` (N, ndim): (depth, nH, N, Dh/b, b, b), an exponential per
+        distinct coordinate of an axis (the generators commute, so the order of the product does not matter)."""
+        A = self.generators()  # (depth, nH, ndim, Dh/b, b, b)
+        per_axis = []
+        for axis in range(positions.shape[1]):
+            values, cell_value = torch.unique(positions[:, axis], return_inverse=True)  # (g,), (N,)
+            blocks = self.blocks_of_axis(axis)
+            exponent = values[:, None, None, None] * A[:, :, axis, None, blocks]  # (depth, nH, g, blocks, b, b)
+            per_axis.append(torch.linalg.matrix_exp(exponent.contiguous())[:, :, cell_value])  # (.., N, blocks, b, b)
+        if self.form == "ap":
+            return torch.cat(per_axis, dim=3)  # each axis turned its own blocks: (depth, nH, N, Dh/b, b, b)
+        return reduce(torch.matmul, per_axis)  # (depth, nH, N, Dh/b, b, b)
+
+    def blocks_of_axis(self, axis: int) -> slice:
+        """The blocks that ``axis`` turns: all of them (LD), or its own contiguous share (AP)."""
+        if self.form == "ld":
+            return slice(None)
+        share = self.blocks // len(self.grid)
+        return slice(axis * share, (axis + 1) * share)

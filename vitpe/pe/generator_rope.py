@@ -38,7 +38,9 @@ def rotate_blocks(x: torch.Tensor, rotations: torch.Tensor) -> torch.Tensor:
     """``x`` (..., nH, T, Dh) with each block of ``b`` channels multiplied by its matrix in ``rotations``
     (nH, T, Dh/b, b, b); same shape as ``x``."""
     blocks = x.reshape(*x.shape[:-1], rotations.shape[-3], rotations.shape[-1])  # (..., nH, T, Dh/b, b)
-    turned = (rotations.to(x.dtype) @ blocks.unsqueeze(-1)).squeeze(-1)  # (..., nH, T, Dh/b, b)
+    # one contraction over the channels of a block, batched over (head, token, block): its backward sums the batch
+    # inside the product, where a broadcast matmul would first build a (B, nH, T, Dh/b, b, b) outer product per image
+    turned = torch.einsum("htkij,...htkj->...htki", rotations.to(x.dtype), blocks)  # (..., nH, T, Dh/b, b)
     return turned.flatten(-2)  # (..., nH, T, Dh)
 
 
