@@ -31,7 +31,9 @@ from tqdm import tqdm
 from vitpe.cli.arg_types import non_negative_int, positive_int
 from vitpe.cli.exits import add_debug_flag, run_cli
 from vitpe.engine.cpu_malloc import keep_freed_memory
+from vitpe.engine.precision import PRECISIONS
 from vitpe.loading.checkpoint import build_from_checkpoint
+from vitpe.machine import checked_device
 from vitpe.pe.grid import RESIZE_MODES
 from vitpe.resolution import cached_evaluate_run, find_run, parse_modes, parse_resolutions, write_reports
 from vitpe.resolution.sweep import parse_pe_options, with_pe_options
@@ -59,10 +61,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="image-decoding processes for --data (0: decode in this process)")
     parser.add_argument("--limit", type=non_negative_int, default=0,
                         help="evaluate on the first N test images only (with --data: N spread over the folder; "
-                             "0: all)")
+                             "0: the whole test split, whatever data.test_limit the run trained with)")
     parser.add_argument("--batch-size", type=positive_int, default=500,
                         help="most images per batch (fewer at large resolutions: about 8k tokens per batch)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--precision", choices=("run",) + PRECISIONS, default="run",
+                        help="autocast while evaluating: run (default: each run's own train.precision, so that the "
+                             "training size reproduces its final evaluation), auto, bf16 or fp32")
     parser.add_argument("--plot-pe", action="store_true", help="also draw each run's PE (PNG files in --out)")
     parser.add_argument("--pe-option", action="append", default=[], metavar="NAME=VALUE",
                         help="evaluate with this PE option changed (repeatable), e.g. large_grid_slope=0.6 for "
@@ -94,8 +99,10 @@ def sweep(args: argparse.Namespace) -> None:
     pe_options = parse_pe_options(args.pe_option)
     runs = [with_pe_options(find_run(path, args.best), pe_options) for path in args.runs if not is_pretrained_spec(path)]
     data_root = args.data_root
+    checked_device(args.device)
     keep_freed_memory(args.device)
-    common = dict(limit=args.limit, batch_size=args.batch_size, use_ema=args.ema, device=args.device)
+    common = dict(limit=args.limit, batch_size=args.batch_size, use_ema=args.ema, device=args.device,
+                  precision=None if args.precision == "run" else args.precision)
     records = []
     points = len(lengths) if lengths else len(sizes)
     with tqdm(total=(len(runs) + len(pretrained)) * points * len(modes), desc="evaluating",

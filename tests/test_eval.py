@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 import eval as eval_cli
 import train
@@ -111,6 +112,11 @@ def test_bad_arguments_are_clear_errors(runs, tmp_path, capsys):
     assert "pe_resize mode" in capsys.readouterr().err
     assert eval_cli.main([str(tmp_path / "nothing"), "--out", str(tmp_path)]) == 2
     assert "no checkpoint found" in capsys.readouterr().err
+    if not torch.cuda.is_available():  # once "unexpected RuntimeError ... please report it"
+        assert eval_cli.main([str(runs / "rope-s0"), "--device", "cuda", "--out", str(tmp_path)]) == 2
+        assert "--device cuda: no CUDA device is available on this machine; use --device cpu" in capsys.readouterr().err
+    assert eval_cli.main([str(runs / "rope-s0"), "--device", "gpu", "--out", str(tmp_path)]) == 2
+    assert "--device 'gpu' is not a device" in capsys.readouterr().err
     for flag, value in (("--batch-size", "0"), ("--limit", "-3"), ("--workers", "-1")):  # once silently 1, all, 0
         with pytest.raises(SystemExit) as stop:
             eval_cli.main([str(runs / "rope-s0"), flag, value, "--out", str(tmp_path)])
@@ -260,3 +266,33 @@ def test_a_run_reads_its_own_data_root_and_falls_back_to_vitpe_data_only_when_th
     assert data_root_for_evaluation(str(own), None) == str(own)  # $VITPE_DATA does not replace a folder that is here
     assert data_root_for_evaluation(str(tmp_path / "elsewhere"), None) == str(tmp_path / "shared")  # trained on another machine
     assert data_root_for_evaluation(str(own), "/explicit") == "/explicit"  # --data-root always wins
+
+
+def test_a_bf16_run_evaluated_at_its_training_size_reproduces_its_own_final_evaluation(tmp_path):
+    """eval.py computes under the run's own train.precision: a bf16 run's accuracy and loss at its training size are
+    its final evaluation's, to the last digit (in float32 they differ); --precision fp32 is the choice to change it."""
+    run = tmp_path / "bf16"
+    assert train.main(["--config", SMOKE, f"out_dir={run}", "model.pe=rope_axial", "train.precision=bf16",
+                       "--no-progress"]) == 0
+    trained = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
+    for precision in ("run", "fp32"):
+        out = tmp_path / precision
+        assert eval_cli.main([str(run), "--resolutions", "16", "--pe-resize", "interpolate", "--out", str(out),
+                              "--precision", precision]) == 0
+        (record,) = json.loads((out / "resolution.json").read_text())
+        assert record["precision"] == ("bf16" if precision == "run" else "fp32")
+        if precision == "run":
+            assert record["accuracy"] == trained["test_acc"] and record["loss"] == trained["test_loss"]
+        else:
+            assert record["loss"] != trained["test_loss"]
+
+
+def test_limit_zero_is_the_whole_test_split_whatever_the_run_trained_with(tmp_path):
+    run = tmp_path / "limited"
+    assert train.main(["--config", SMOKE, f"out_dir={run}", "data.test_limit=40", "train.epochs=1",
+                       "--no-progress"]) == 0
+    for limit, n in (("0", 128), ("40", 40)):
+        out = tmp_path / f"limit{limit}"
+        assert eval_cli.main([str(run), "--resolutions", "16", "--pe-resize", "interpolate", "--out", str(out),
+                              "--limit", limit]) == 0
+        assert json.loads((out / "resolution.json").read_text())[0]["n"] == n

@@ -81,3 +81,15 @@ def as_one_process(description: str) -> str:
     """The :func:`described` line of one process on as many CPU cores as ``description``'s one-thread processes use
     (``"AMD EPYC (...), 2 processes × 1 thread"`` → ``"AMD EPYC (...), 2 threads"``); any other line unchanged."""
     return _ONE_THREAD_PROCESSES.sub(r", \1 threads", description)
+
+
+def checked_device(name: str, flag: str = "--device") -> torch.device:
+    """``name`` as a torch device that exists on this machine; one line naming ``flag`` when it does not (an unknown
+    device type, or CUDA where none is available)."""
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"{flag} {name!r} is not a device: use cpu or cuda (cuda:N for one of several GPUs)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{flag} {name}: no CUDA device is available on this machine; use {flag} cpu")
+    return device

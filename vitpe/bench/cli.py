@@ -29,7 +29,7 @@ from vitpe.bench.config import PRESETS, QUICK, BenchConfig
 from vitpe.bench.report import markdown
 from vitpe.bench.suites import bench_data, bench_text, bench_vit, graphs_per_function
 from vitpe.engine.compiled import compile_limits
-from vitpe.machine import machine
+from vitpe.machine import checked_device, machine
 from vitpe.bench.targets import check_targets
 from vitpe.cli.arg_types import positive_float, positive_int, positive_int_list
 from vitpe.cli.exits import add_debug_flag, run_cli
@@ -109,9 +109,7 @@ def run(args: argparse.Namespace) -> None:
     if "none" not in pes:
         pes = ["none", *pes]
     cfg.device, cfg.compile, cfg.precision = args.device, args.compile, args.precision
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda but no CUDA device is available")
+    device = checked_device(args.device)
     if cfg.dim % cfg.heads:
         raise ValueError(f"--dim {cfg.dim} is not divisible by --heads {cfg.heads}")
     out = checked_output_folder(Path(args.out))

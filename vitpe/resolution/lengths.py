@@ -30,8 +30,9 @@ def parse_lengths(text: str) -> list[int]:
 
 def evaluate_lengths(run: Run, lengths: Iterable[int], modes: Iterable[str], *, limit: int = 0,
                      batch_size: int = 500, use_ema: bool = False, device: str | torch.device = "cpu",
-                     progress: tqdm | None = None) -> list[dict[str, Any]]:
-    """Accuracy and loss of a synthetic-task text ``run`` at every length in every resize mode."""
+                     progress: tqdm | None = None, precision: str | None = None) -> list[dict[str, Any]]:
+    """Accuracy and loss of a synthetic-task text ``run`` at every length in every resize mode, under ``precision``
+    (None: the run's own ``train.precision``)."""
     config = run.config
     if config.task != "text":
         raise ValueError(f"{run.name} is an {config.task} run: evaluate it over resolutions (--resolutions)")
@@ -39,19 +40,21 @@ def evaluate_lengths(run: Run, lengths: Iterable[int], modes: Iterable[str], *, 
         raise ValueError(f"{run.name} was trained on SST-2, whose sentences have their own lengths; --lengths "
                          f"evaluates the synthetic tasks (data.dataset order or adjacent)")
     model = build_from_checkpoint(run.ckpt, use_ema).to(device)
+    precision = precision or config.train.precision
     records = []
     for length in lengths:
         test_set = synthetic_split(config, "test", length).limit(limit)
         loader = TextBatchLoader(test_set, examples_per_batch(length, batch_size), train=False, device=device)
         base = {"run": run.name, "pe": config.model.pe, "length": length, "train_length": config.data.max_len,
-                "group": run.group}
-        records += evaluate_modes(model, loader, modes, base, device, progress=progress)
+                "group": run.group, "precision": precision}
+        records += evaluate_modes(model, loader, modes, base, device, progress=progress, precision=precision)
     return records
 
 
 def cached_evaluate_lengths(run: Run, cache_dir, lengths: list[int], modes: list[str], **kwargs: Any
                             ) -> list[dict[str, Any]]:
     """:func:`evaluate_lengths` through :func:`vitpe.resolution.sweep.cached_records`."""
-    settings = {"lengths": list(lengths), "modes": list(modes), **{k: kwargs.get(k) for k in ("limit", "use_ema")}}
+    settings = {"lengths": list(lengths), "modes": list(modes), **{k: kwargs.get(k) for k in ("limit", "use_ema")},
+                "precision": kwargs.get("precision") or run.config.train.precision}
     return cached_records(run, cache_dir, settings, lambda: evaluate_lengths(run, lengths, modes, **kwargs),
                           kwargs.get("progress"))

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from vitpe.atomic_files import save_figure_atomic, write_text_atomic
 
-PUBLIC_KEYS = ("run", "pe", "pe_resize", "accuracy", "loss", "n", "reason")
+PUBLIC_KEYS = ("run", "pe", "pe_resize", "accuracy", "loss", "n", "precision", "reason")
 
 
 def _public_keys(x_key: str) -> tuple[str, ...]:

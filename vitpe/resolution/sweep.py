@@ -135,16 +135,17 @@ def parse_pe_options(items: Iterable[str]) -> dict[str, Any]:
 
 def evaluate_modes(model: torch.nn.Module, loader: ShardedBatches, modes: Iterable[str], base: dict[str, Any],
                    device: str | torch.device, check: Callable[[], Any] = lambda: None,
-                   progress: tqdm | None = None) -> list[dict[str, Any]]:
-    """One record per resize mode: ``base`` plus accuracy, loss and n of ``model`` on ``loader`` -- or, when the PE
-    cannot work there in that mode (``check()`` or the forward raises), accuracy None and the reason."""
+                   progress: tqdm | None = None, precision: str = "auto") -> list[dict[str, Any]]:
+    """One record per resize mode: ``base`` plus accuracy, loss and n of ``model`` on ``loader`` under ``precision``
+    (:mod:`vitpe.engine.precision`) -- or, when the PE cannot work there in that mode (``check()`` or the forward
+    raises), accuracy None and the reason."""
     records = []
     for mode in modes:
         record = {**base, "pe_resize": mode}
         try:
             model.set_pe_resize(mode)  # a PE without frequencies has no ntk or yarn mode: a reason, not a stop
             check()
-            result = evaluate(model, loader, torch.device(device))
+            result = evaluate(model, loader, torch.device(device), precision=precision)
             record.update(accuracy=result["acc"], loss=result["loss"], n=result["n"])
         except (ResizeError, ValueError) as err:
             record.update(accuracy=None, loss=None, n=0, reason=str(err))
@@ -166,12 +167,18 @@ def data_root_for_evaluation(recorded: str, explicit: str | None) -> str:
 
 def evaluate_run(run: Run, sizes: Iterable[Size], modes: Iterable[str], *, test_set: ImageSet | None = None,
                  data_root: str | None = None, limit: int = 0, batch_size: int = 500, use_ema: bool = False,
-                 device: str | torch.device = "cpu", progress: tqdm | None = None) -> list[dict[str, Any]]:
-    """Accuracy and loss of ``run`` at every size in every resize mode; impossible combinations carry a reason."""
+                 device: str | torch.device = "cpu", progress: tqdm | None = None, precision: str | None = None
+                 ) -> list[dict[str, Any]]:
+    """Accuracy and loss of ``run`` at every size in every resize mode; impossible combinations carry a reason.
+    The first ``limit`` images of the whole test split (0: all of them, whatever ``data.test_limit`` the run trained
+    with), under ``precision`` (None: the run's own ``train.precision``, so that its training size reproduces the
+    run's own final evaluation)."""
     config = run.config
     if config.task != "image":
         raise ValueError(f"{run.name} is a {config.task} run: evaluate it over sequence lengths (--lengths)")
     config.data.root = data_root_for_evaluation(config.data.root, data_root)
+    config.data.test_limit = 0  # --limit alone decides how many images
+    precision = precision or config.train.precision
     if test_set is None:
         test_set = load_image_split(config, "test")
     test_set = test_set.limit(limit)
@@ -182,8 +189,10 @@ def evaluate_run(run: Run, sizes: Iterable[Size], modes: Iterable[str], *, test_
         loader = BatchLoader(test_set, batch_size_for(size, model.patch_size, batch_size), train=False,
                              mean=norm["mean"], std=norm["std"], img_sizes=[size], device=device)
         base = {"run": run.name, "pe": config.model.pe, "resolution": resolution_label(size), "height": size[0],
-                "width": size[1], "train_resolution": reference_size(config), "group": run.group}
-        records += evaluate_modes(model, loader, modes, base, device, lambda: model.patch_grid(size), progress)
+                "width": size[1], "train_resolution": reference_size(config), "group": run.group,
+                "precision": precision}
+        records += evaluate_modes(model, loader, modes, base, device, lambda: model.patch_grid(size), progress,
+                                  precision)
     return records
 
 
@@ -213,6 +222,7 @@ def cached_evaluate_run(run: Run, cache_dir: str | Path, sizes: list[Size], mode
                         ) -> list[dict[str, Any]]:
     """:func:`evaluate_run` through :func:`cached_records`."""
     settings = {"sizes": [list(s) for s in sizes], "modes": list(modes),
-                **{k: kwargs.get(k) for k in ("limit", "use_ema")}}
+                **{k: kwargs.get(k) for k in ("limit", "use_ema")},
+                "precision": kwargs.get("precision") or run.config.train.precision}
     return cached_records(run, cache_dir, settings, lambda: evaluate_run(run, sizes, modes, **kwargs),
                           kwargs.get("progress"))
