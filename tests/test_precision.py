@@ -29,9 +29,9 @@ def test_the_cpu_matmul_runs_in_the_precision_asked_for(precision, dtype):
 
 
 def test_an_unknown_precision_is_refused():
-    with pytest.raises(ValueError, match="unknown precision 'fp16': one of auto, bf16, fp32"):
+    with pytest.raises(ValueError, match="unknown precision 'fp16': one of auto, bf16, fp32, fast"):
         uses_bf16(torch.device("cpu"), "fp16")
-    assert PRECISIONS == ("auto", "bf16", "fp32")
+    assert PRECISIONS == ("auto", "bf16", "fp32", "fast")
 
 
 @pytest.mark.parametrize("pe", ["rope_mixed", "cpb"])  # a rotary site and a bias site, each with a float32 island
@@ -52,7 +52,7 @@ def test_a_bf16_cpu_run_is_reproducible_and_not_a_float32_run(tmp_path, pe):
 def test_a_precision_that_does_not_exist_stops_before_training(tmp_path, capsys):
     out = tmp_path / "run"
     assert train.main(["--config", SMOKE, f"out_dir={out}", "train.precision=fp16", "--no-progress"]) == 2
-    assert capsys.readouterr().err.strip() == "error: train.precision must be one of auto, bf16, fp32"
+    assert capsys.readouterr().err.strip() == "error: train.precision must be one of auto, bf16, fp32, fast"
     assert not out.exists()
 
 
@@ -96,3 +96,39 @@ def test_train_py_prints_the_note_and_trains_anyway(tmp_path, monkeypatch, capsy
                        "--no-progress"]) == 0
     assert "note: train.precision=bf16 on a CPU without bf16 instructions" in capsys.readouterr().out
     assert len(records(out)) == 1
+
+
+@pytest.mark.parametrize("flags, device, resolved", [
+    ({"avx2", "fma"}, "cpu", "fp32"), ({"avx512f", "avx512_bf16"}, "cpu", "bf16"), ({"amx_bf16"}, "cpu", "bf16"),
+    ({"fp", "asimd", "bf16"}, "cpu", "bf16"), (set(), "cpu", "fp32"), ({"avx2"}, "cuda", "bf16")])
+def test_fast_is_bf16_only_where_the_machine_computes_it_natively(monkeypatch, flags, device, resolved):
+    monkeypatch.setattr(precision_module, "cpu_flags", lambda: frozenset(flags))
+    assert precision_module.resolve_precision(torch.device(device), "fast") == resolved
+    assert uses_bf16(torch.device(device), "fast") is (resolved == "bf16")
+    assert precision_module.resolve_precision(torch.device(device), "bf16") == "bf16"  # asked for, kept
+
+
+@pytest.mark.parametrize("flags, resolved, note", [({"avx2"}, "fp32", True), ({"avx512_bf16"}, "bf16", False)])
+def test_a_fast_run_saves_the_precision_it_trained_in_and_resumes_in_it_on_another_cpu(tmp_path, monkeypatch, capsys,
+                                                                                        flags, resolved, note):
+    from vitpe.engine.preemption import PREEMPTED_EXIT, StopRequests
+
+    steps = {"n": 0}
+
+    def stop_after_three(self, device, dist_info) -> bool:  # a preemption after the third optimiser step
+        steps["n"] += 1
+        return steps["n"] == 3
+
+    args = ["--config", SMOKE, "train.epochs=1", "--no-progress"]
+    monkeypatch.setattr(precision_module, "cpu_flags", lambda: frozenset(flags))
+    with monkeypatch.context() as patch:
+        patch.setattr(StopRequests, "should_stop", stop_after_three)
+        assert train.main([*args, f"out_dir={tmp_path / 'fast'}", "train.precision=fast"]) == PREEMPTED_EXIT
+    printed = capsys.readouterr().out
+    assert ("train.precision=fast trains in float32 here" in printed) is note
+    assert "emulates" not in printed  # fast never emulates bf16
+    assert f"precision: {resolved}" in (tmp_path / "fast" / "config.yaml").read_text()
+    monkeypatch.setattr(precision_module, "cpu_flags", lambda: frozenset({"avx512_bf16"} - flags))  # another CPU
+    assert train.main(["--resume", str(tmp_path / "fast"), "--no-progress"]) == 0
+    assert train.main([*args, f"out_dir={tmp_path / 'fixed'}", f"train.precision={resolved}"]) == 0
+    assert records(tmp_path / "fast") == records(tmp_path / "fixed")  # resumed in the precision it started in

@@ -121,7 +121,7 @@ class TrainConfig:
     compile: bool = False
     device: str = "auto"  # auto | cpu | cuda
     threads: int = 0  # torch CPU threads (0 = torch default)
-    precision: str = "auto"  # auto (bf16 autocast on CUDA, float32 on CPU) | bf16 | fp32: vitpe.engine.precision
+    precision: str = "auto"  # auto (bf16 on CUDA, fp32 on CPU) | bf16 | fp32 | fast: vitpe.engine.precision
 
 
 @dataclass

@@ -6,7 +6,10 @@ ViT's training step takes about two thirds of its float32 time, and CPU runs sta
 threads: same numbers). ``fp32`` turns autocast off everywhere. Weights, optimiser state and the loss stay float32;
 the PE sites compute RoPE's angles and attention biases in float32 (:mod:`vitpe.pe.sites`; a bias is then cast once
 to the attention's dtype), and on the CPU attention through SDPA runs in float32 (:mod:`vitpe.models.attention`: its
-CPU kernel is slower in bf16).
+CPU kernel is slower in bf16). ``fast`` is bf16 where the machine computes it natively -- a CUDA GPU, or a CPU whose
+flags name bf16 instructions -- and float32 elsewhere (where autocast would emulate bf16 at many times the float32
+time); train.py resolves it when a run starts and saves the resolved value in the run's config, so a resumed or
+evaluated run computes as it trained.
 """
 
 from __future__ import annotations
@@ -15,15 +18,28 @@ import torch
 
 from vitpe.machine import cpu_flags
 
-PRECISIONS = ("auto", "bf16", "fp32")
+PRECISIONS = ("auto", "bf16", "fp32", "fast")
 #: The CPU flags of bf16 instructions: AVX512-BF16 and AMX on x86, the BF16 extension on Arm.
 BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
 
 
-def uses_bf16(device: torch.device, precision: str = "auto") -> bool:
-    """Whether ``precision`` runs bf16 autocast on ``device``."""
+def native_bf16(device: torch.device) -> bool:
+    """Whether ``device`` computes bf16 natively: a CUDA GPU, or a CPU whose flags name bf16 instructions."""
+    return device.type == "cuda" or bool(cpu_flags() & BF16_CPU_FLAGS)
+
+
+def resolve_precision(device: torch.device, precision: str) -> str:
+    """``precision`` with ``fast`` made concrete for ``device``: ``bf16`` where it is native, else ``fp32``."""
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}: one of {', '.join(PRECISIONS)}")
+    if precision != "fast":
+        return precision
+    return "bf16" if native_bf16(device) else "fp32"
+
+
+def uses_bf16(device: torch.device, precision: str = "auto") -> bool:
+    """Whether ``precision`` runs bf16 autocast on ``device``."""
+    precision = resolve_precision(device, precision)
     return precision == "bf16" or (precision == "auto" and device.type == "cuda")
 
 
