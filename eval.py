@@ -127,6 +127,7 @@ def sweep(args: argparse.Namespace) -> None:
     if args.plot_pe:
         models = [(run.name, build_from_checkpoint(run.ckpt)) for run in runs]
         paths += plot_models(models + [(entry.name, entry.model()) for entry in pretrained], sizes, Path(args.out))
+    print(Path(paths[2]).read_text())  # the markdown tables, then where every file went
     for path in paths:
         print(path)
 

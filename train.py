@@ -113,6 +113,11 @@ def run(args: argparse.Namespace, stops: StopRequests) -> None:
     notes: list[str] = []
     config, ckpt = resolve_config(args, notes)
     t = config.train
+    if ckpt is not None and ckpt["train_state"]["epoch"] >= t.epochs:
+        epochs = f"{t.epochs} epoch" + ("s" if t.epochs != 1 else "")
+        print(f"{args.resume} has finished its {epochs}: nothing to resume. To train it further, start a new run "
+              f"from it: python train.py --config CONFIG model.init=run:{args.resume} out_dir=NEW_DIR", flush=True)
+        return
     device = torch.device("cuda" if t.device == "auto" and torch.cuda.is_available() else
                           "cpu" if t.device == "auto" else t.device)
     if device.type == "cuda" and not torch.cuda.is_available():

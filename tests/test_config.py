@@ -222,3 +222,14 @@ def test_train_py_says_how_it_scaled_the_schedule(tmp_path, capsys):
 def test_the_test_split_runs_at_the_last_training_size(train, model_size, tested, reference):
     config = config_from_dict({"model": {"img_size": model_size}, "train": train}, for_training=False)
     assert (eval_size(config), reference_size(config)) == (tested, reference)
+
+
+@pytest.mark.parametrize("overrides, noted", [(["train.epochs=1"], True), (["train.epochs=2"], False),
+                                               (["train.epochs=1", "train.warmup_epochs=0.1"], False)])
+def test_a_run_that_is_all_warm_up_gets_a_note(overrides, noted):
+    notes = []
+    load_config("configs/cifar10.yaml", overrides, notes=notes)  # one epoch of warm-up
+    warm = [n for n in notes if "covers the whole run" in n]
+    assert bool(warm) == noted
+    if noted:
+        assert "train.warmup_epochs=1 covers the whole run (train.epochs=1)" in warm[0]

@@ -57,6 +57,14 @@ def test_unavailable_combinations_carry_reasons(runs, tmp_path):
     assert all("interpolate" in r["reason"] for r in missing)
     table = (tmp_path / "resolution.md").read_text()
     assert "| learnable | extrapolate |" in table and "n/a" in table and "± " in table  # two seeds averaged
+    for r in missing:  # the reasons on the page, not only in the JSON
+        assert "- learnable, extrapolate, at " in table and f"{r['resolution']}" in table and r["reason"] in table
+
+
+def test_the_table_is_printed_not_only_its_path(runs, tmp_path, capsys):
+    _eval(runs, tmp_path)
+    printed = capsys.readouterr().out
+    assert "| rope_axial | interpolate |" in printed and str(tmp_path / "resolution.md") in printed
 
 
 def test_native_resolution_matches_training_evaluation(runs, tmp_path):
@@ -296,3 +304,15 @@ def test_limit_zero_is_the_whole_test_split_whatever_the_run_trained_with(tmp_pa
         assert eval_cli.main([str(run), "--resolutions", "16", "--pe-resize", "interpolate", "--out", str(out),
                               "--limit", limit]) == 0
         assert json.loads((out / "resolution.json").read_text())[0]["n"] == n
+
+
+def test_a_run_fine_tuned_at_another_size_is_labelled_with_the_size_it_trained_at_last(runs, tmp_path):
+    tuned = tmp_path / "tuned"
+    assert train.main(["--config", SMOKE, f"out_dir={tuned}", f"model.init=run:{runs / 'rope-s0'}", "model.pe=rope_axial",
+                       "train.img_sizes=[24]", "train.epochs=1", "--no-progress"]) == 0
+    assert eval_cli.main([str(tuned), "--resolutions", "16,24", "--pe-resize", "interpolate",
+                          "--out", str(tmp_path / "sweep")]) == 0
+    records = json.loads((tmp_path / "sweep" / "resolution.json").read_text())
+    assert {r["train_resolution"] for r in records} == {24}  # not the 16 px grid it was built for
+    at_24 = next(r for r in records if r["resolution"] == 24)
+    assert at_24["accuracy"] == json.loads((tuned / "metrics.jsonl").read_text().splitlines()[-1])["test_acc"]

@@ -156,6 +156,10 @@ def test_resume_errors(tmp_path, capsys):
     assert "--resume" in capsys.readouterr().err
     assert run_main("--resume", out, "--config", SMOKE, "model.pe=sincos") == 2
     assert "another config (differs in model.pe" in capsys.readouterr().err
+    before = (out / "metrics.jsonl").read_text()
+    assert run_main("--resume", out) == 0  # a finished run: said, not silently nothing
+    assert "has finished its 1 epoch: nothing to resume" in capsys.readouterr().out
+    assert (out / "metrics.jsonl").read_text() == before
     (out / "checkpoint.pt").write_bytes(b"garbage")
     assert run_main("--resume", out) == 2
     assert "corrupt" in capsys.readouterr().err

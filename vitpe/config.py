@@ -228,11 +228,22 @@ def config_from_dict(data: dict[str, Any], overrides: typing.Sequence[str] = (),
     for key, value in parsed:
         _set_dotted(tree, key, value)
     config = _fill(Config, tree)
-    note = fit_size_schedule(config.train, {key for key, _ in parsed})
-    if note and notes is not None:
-        notes.append(note)
+    fitted = fit_size_schedule(config.train, {key for key, _ in parsed})
     validate(config, for_training=for_training)
+    for note in (fitted, all_warmup_note(config.train) if for_training else None):
+        if note and notes is not None:
+            notes.append(note)
     return config
+
+
+def all_warmup_note(t: TrainConfig) -> str | None:
+    """A note for a run whose warm-up is as long as the run: its learning rate would reach ``train.lr`` only at the
+    last step (a one-epoch run of a config with one epoch of warm-up)."""
+    if t.warmup_epochs < t.epochs:
+        return None
+    return (f"note: train.warmup_epochs={t.warmup_epochs:g} covers the whole run (train.epochs={t.epochs}): the "
+            f"learning rate rises from {t.lr * 0.01:g} and reaches train.lr={t.lr:g} only at the last step; give "
+            f"train.warmup_epochs below train.epochs (e.g. train.warmup_epochs={t.epochs / 10:g}) for a decay too")
 
 
 def split_epochs(epochs: list[int], total: int) -> list[int]:

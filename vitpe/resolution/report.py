@@ -167,8 +167,21 @@ def accuracy_grid(rows: list[dict[str, Any]], x_key: str, *, show_runs: bool = T
 def markdown_table(rows: list[dict[str, Any]], x_key: str, title: str) -> str:
     lines = [f"# {title}", "", "Accuracy (%), mean ± std over seeds (runs per cell in brackets when more than one); "
              f"n/a: the run cannot be evaluated there in this mode (a PE that cannot resize so, or a size that is not "
-             f"a multiple of the patch size; each cell's reason is in {x_key}.json).", ""]
-    return "\n".join(lines + accuracy_grid(rows, x_key)) + "\n"
+             f"a multiple of the patch size: the reasons follow the table).", ""]
+    return "\n".join(lines + accuracy_grid(rows, x_key) + not_evaluated(rows, x_key)) + "\n"
+
+
+def not_evaluated(rows: list[dict[str, Any]], x_key: str) -> list[str]:
+    """Markdown lines naming, for each row and reason, the sizes the table shows as n/a; none when every cell has a
+    value."""
+    where: dict[tuple, list] = defaultdict(list)
+    for r in rows:
+        if r["mean"] is None:
+            where[(r["label"], r["pe_resize"], r.get("reason") or "no reason recorded")].append(str(r[x_key]))
+    if not where:
+        return []
+    return ["", "Not evaluated (n/a):", ""] + [f"- {label}, {mode}, at {', '.join(xs)}: {reason}"
+                                              for (label, mode, reason), xs in where.items()]
 
 
 def plot(rows: list[dict[str, Any]], records: list[dict[str, Any]], x_key: str, title: str, path: Path) -> None:

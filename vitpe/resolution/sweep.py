@@ -14,7 +14,7 @@ import torch
 from tqdm import tqdm
 
 from vitpe.atomic_files import write_text_atomic
-from vitpe.config import ConfigError, config_from_dict, group_key, parse_override, reference_size
+from vitpe.config import ConfigError, config_from_dict, eval_size, group_key, parse_override
 from vitpe.data import BatchLoader, ImageSet
 from vitpe.data.from_config import load_image_split
 from vitpe.data.loader import ShardedBatches
@@ -189,7 +189,7 @@ def evaluate_run(run: Run, sizes: Iterable[Size], modes: Iterable[str], *, test_
         loader = BatchLoader(test_set, batch_size_for(size, model.patch_size, batch_size), train=False,
                              mean=norm["mean"], std=norm["std"], img_sizes=[size], device=device)
         base = {"run": run.name, "pe": config.model.pe, "resolution": resolution_label(size), "height": size[0],
-                "width": size[1], "train_resolution": reference_size(config), "group": run.group,
+                "width": size[1], "train_resolution": eval_size(config), "group": run.group,
                 "precision": precision}
         records += evaluate_modes(model, loader, modes, base, device, lambda: model.patch_grid(size), progress,
                                   precision)
