@@ -233,3 +233,12 @@ def test_a_run_that_is_all_warm_up_gets_a_note(overrides, noted):
     assert bool(warm) == noted
     if noted:
         assert "train.warmup_epochs=1 covers the whole run (train.epochs=1)" in warm[0]
+
+
+def test_pe_options_take_dotted_overrides_that_a_shell_passes_unquoted():
+    """docs/training.md's form: one option per override, no braces or spaces for the shell to split."""
+    config = load_config("configs/cifar10.yaml", ["model.pe=rope_axial", "model.pe_options.theta=20"])
+    assert config.model.pe_options == {"theta": 20}
+    config = load_config("configs/cifar10.yaml", ["model.pe=learnable+rope_mixed",
+                                                  "model.pe_options.rope_mixed.theta=10"])
+    assert config.model.pe_options == {"rope_mixed": {"theta": 10}}
