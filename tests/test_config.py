@@ -242,3 +242,16 @@ def test_pe_options_take_dotted_overrides_that_a_shell_passes_unquoted():
     config = load_config("configs/cifar10.yaml", ["model.pe=learnable+rope_mixed",
                                                   "model.pe_options.rope_mixed.theta=10"])
     assert config.model.pe_options == {"rope_mixed": {"theta": 10}}
+
+
+@pytest.mark.parametrize("overrides, noted", [
+    (["model.patch_size=2", "train.img_sizes=[16]"], True),  # 32 px / patch 2: a 16 x 16 grid never trained at
+    (["model.patch_size=2", "train.img_sizes=[16]", "model.img_size=16"], False),
+    (["train.img_sizes=[16,32]", "train.img_size_epochs=[1,1]", "train.epochs=2"], False)])  # the progressive recipe ends at 32
+def test_a_model_built_for_a_size_it_never_trains_at_gets_a_note(overrides, noted):
+    notes = []
+    load_config("configs/cifar10.yaml", overrides, notes=notes)
+    grid = [n for n in notes if "builds the PE for a" in n]
+    assert bool(grid) == noted
+    if noted:
+        assert "a 16 x 16 grid, but training at [16] px gives 8 x 8" in grid[0] and "model.img_size=16" in grid[0]

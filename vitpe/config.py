@@ -230,10 +230,26 @@ def config_from_dict(data: dict[str, Any], overrides: typing.Sequence[str] = (),
     config = _fill(Config, tree)
     fitted = fit_size_schedule(config.train, {key for key, _ in parsed})
     validate(config, for_training=for_training)
-    for note in (fitted, all_warmup_note(config.train) if for_training else None):
+    trained = for_training and config.task == "image"
+    for note in (fitted, all_warmup_note(config.train) if for_training else None,
+                 reference_grid_note(config) if trained else None):
         if note and notes is not None:
             notes.append(note)
     return config
+
+
+def reference_grid_note(config: Config) -> str | None:
+    """A note for a model built for a size it never trains at (``model.img_size`` outside ``train.img_sizes``, no
+    ``model.init``): its PE's reference grid is then not the training grid, and every training step resizes it (a
+    patch size changed without the image size, e.g. ``model.patch_size=2 train.img_sizes=[16]`` on a 32 px config)."""
+    m, sizes = config.model, config.train.img_sizes
+    if not m.img_size or m.init or not sizes or m.img_size in sizes:
+        return None
+    ref, grids = m.img_size // m.patch_size, sorted({size // m.patch_size for size in sizes})
+    trained = ", ".join(f"{g} x {g}" for g in grids)
+    return (f"note: model.img_size={m.img_size} with patch {m.patch_size} builds the PE for a {ref} x {ref} grid, "
+            f"but training at {sizes} px gives {trained}: the PE is resized at every step; for a reference grid that "
+            f"is the training grid set model.img_size={sizes[-1]}")
 
 
 def all_warmup_note(t: TrainConfig) -> str | None:
