@@ -139,7 +139,8 @@ def test_eval_argument_errors(weights, folder, tmp_path, capsys):
     assert "is not a folder" in capsys.readouterr().err
     missing = f"timm:vit_tiny_patch16_224@{tmp_path / 'missing.pth'}"  # once: "No such file or directory" alone
     assert eval_cli.main([missing, "--data", f"imagefolder:{folder}", "--out", str(tmp_path)]) == 2
-    assert "no weights file at" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no weights file at" in err and err.startswith(f"error: eval.py {missing!r}")  # not a model.init never set
 
 
 @pytest.mark.parametrize("name, size, resolutions", [("eva02_tiny_patch14_224", 28, "224,140x168"),

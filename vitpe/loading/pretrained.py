@@ -46,19 +46,20 @@ class Pretrained:
     origin: dict[str, Any] = field(default_factory=dict)
 
 
-def parse_spec(spec: str) -> tuple[str, str | None]:
-    """``"timm:NAME"`` -> (NAME, None); ``"timm:NAME@FILE"`` -> (NAME, FILE)."""
+def parse_spec(spec: str, where: str = "model.init") -> tuple[str, str | None]:
+    """``"timm:NAME"`` -> (NAME, None); ``"timm:NAME@FILE"`` -> (NAME, FILE); errors start with ``where`` (the key
+    or command that was given ``spec``)."""
     if not spec.startswith(PREFIX) or len(spec) == len(PREFIX):
-        raise ConfigError(f"model.init {spec!r}: expected timm:MODEL_NAME or timm:MODEL_NAME@WEIGHTS_FILE "
+        raise ConfigError(f"{where} {spec!r}: expected timm:MODEL_NAME or timm:MODEL_NAME@WEIGHTS_FILE "
                           f"(e.g. timm:vit_small_patch16_rope_mixed_224.naver_in1k)")
     name, _, file = spec[len(PREFIX):].partition("@")
     if file and not Path(file).is_file():
-        raise ConfigError(f"model.init {spec!r}: no weights file at {file}; give the path of a file of {name}'s "
+        raise ConfigError(f"{where} {spec!r}: no weights file at {file}; give the path of a file of {name}'s "
                           f"weights (.safetensors, .pth or .bin)")
     return name, file or None
 
 
-def refuse_code_in_weights(file: str, spec: str) -> None:
+def refuse_code_in_weights(file: str, spec: str, where: str = "model.init") -> None:
     """Read a pickled weights file with ``weights_only=True`` before timm does: timm 1.0.31 reads it so, but vitpe
     allows older timm and torch, where a pickle's code would run. A safetensors file holds no code."""
     if Path(file).suffix == ".safetensors":
@@ -70,31 +71,31 @@ def refuse_code_in_weights(file: str, spec: str) -> None:
         lines = [line.strip() for line in str(err).splitlines() if line.strip()]
         why = next((line for line in lines if "GLOBAL" in line or line.startswith("Unsupported")),
                    lines[0].split(". ")[0] if lines else "")
-        raise ConfigError(f"model.init {spec!r}: {file} is not a plain weights file that can be read safely "
+        raise ConfigError(f"{where} {spec!r}: {file} is not a plain weights file that can be read safely "
                           f"({type(err).__name__}: {why}); nothing in it was run. Give the model's .safetensors, "
                           f".pth or .bin weights") from None
 
 
-def load_pretrained(spec: str) -> Pretrained:
-    """Create the timm model of ``spec`` with its weights and convert it."""
+def load_pretrained(spec: str, where: str = "model.init") -> Pretrained:
+    """Create the timm model of ``spec`` with its weights and convert it; errors start with ``where``."""
     import timm
     from timm.data import resolve_data_config
 
-    name, file = parse_spec(spec)
+    name, file = parse_spec(spec, where)
     kwargs: dict[str, Any] = {"pretrained": True}
     if file is not None:
-        refuse_code_in_weights(file, spec)
+        refuse_code_in_weights(file, spec, where)
         kwargs["pretrained_cfg_overlay"] = {"file": file}
     try:
         model = timm.create_model(name, **kwargs)
     except RuntimeError as err:
         if "Unknown model" in str(err) or "unknown model" in str(err).lower():
-            raise ConfigError(f"model.init {spec!r}: timm has no model {name!r}") from None
-        raise ConfigError(f"model.init {spec!r}: timm could not load the weights ({err}); give a local weights file "
+            raise ConfigError(f"{where} {spec!r}: timm has no model {name!r}") from None
+        raise ConfigError(f"{where} {spec!r}: timm could not load the weights ({err}); give a local weights file "
                           f"as timm:{name}@/path/to/weights") from None
     except (OSError, ValueError) as err:
         where = f"from {file}" if file else "(no network, or not downloadable here?)"
-        raise ConfigError(f"model.init {spec!r}: the weights could not be loaded {where}: {err}; give a local weights "
+        raise ConfigError(f"{where} {spec!r}: the weights could not be loaded {where}: {err}; give a local weights "
                           f"file as timm:{name}@/path/to/weights") from None
     data_config = resolve_data_config({}, model=model)
     return Pretrained(spec, convert(model), list(data_config["mean"]), list(data_config["std"]), data_config)

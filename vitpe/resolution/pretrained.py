@@ -47,13 +47,13 @@ class PretrainedRun:
 
     def __init__(self, spec: str) -> None:
         self.spec = spec
-        self.name, self.file = parse_spec(spec)
+        self.name, self.file = parse_spec(spec, "eval.py")
         self._pretrained: Pretrained | None = None
 
     @property
     def pretrained(self) -> Pretrained:
         if self._pretrained is None:
-            self._pretrained = load_pretrained(self.spec)
+            self._pretrained = load_pretrained(self.spec, "eval.py")
         return self._pretrained
 
     def fingerprint(self) -> str:
