@@ -86,12 +86,29 @@ def test_above_it_they_lie_between_extrapolate_and_interpolate(name, mode):
     assert not states_equal(modes[mode], modes["extrapolate"]) and not states_equal(modes[mode], modes["interpolate"])
 
 
+@pytest.mark.parametrize("name, base_option, pairs", [("sincos", "base", 16), ("rope_axial", "theta", 8),
+                                                      ("rope_dinov3", "base", 8)])
+def test_ntk_at_twice_the_grid_is_the_pe_with_its_base_raised_as_bloc97_raises_it(name, base_option, pairs):
+    """At an 8 x 8 grid (twice the 4 x 4 reference on both axes) ntk is the same PE extrapolated with its base raised
+    to ``base * 2^(d / (d - 2))``, d = 2 x the pairs per axis: the scale enters exactly, not only "somewhere between"."""
+    ntk = build(name, "ntk")
+    base = getattr(ntk, base_option)
+    raised = build(name, "extrapolate", **{base_option: base * 2.0 ** (2 * pairs / (2 * pairs - 2))})
+    a, b = ntk.prepare((8, 8)), raised.prepare((8, 8))
+    flat = lambda s: [t for part in (s if isinstance(s, tuple) else (s,)) for t in  # noqa: E731
+                      (part if isinstance(part, tuple) else (part,))]
+    for x, y in zip(flat(a), flat(b), strict=True):
+        torch.testing.assert_close(x, y, atol=1e-5, rtol=1e-5)
+
+
 def test_each_axis_is_scaled_by_its_own_factor():
     """rope_axial's x pairs (the first half) rotate with the columns: a grid wider than the reference changes only
     them, a taller one only the y pairs."""
     plain, scaled = build("rope_axial", "extrapolate"), build("rope_axial", "ntk")
     wide = scaled.phases((4, 8)), plain.phases((4, 8))
     assert not torch.allclose(wide[0][:, :8], wide[1][:, :8]) and torch.equal(wide[0][:, 8:], wide[1][:, 8:])
+    step_scaled, step_plain = (phases[1, :8] - phases[0, :8] for phases in wide)  # one column right: x's frequencies
+    torch.testing.assert_close(step_scaled, ntk_frequencies(step_plain, 2.0, plain.theta, 16))  # x's own scale, 8 / 4
     tall = scaled.phases((8, 4)), plain.phases((8, 4))
     assert torch.equal(tall[0][:, :8], tall[1][:, :8]) and not torch.allclose(tall[0][:, 8:], tall[1][:, 8:])
 
@@ -149,6 +166,14 @@ def test_the_text_model_scales_its_1d_rope_and_sincos():
         assert all(torch.isfinite(o).all() for o in outputs.values())
         assert not torch.allclose(outputs["ntk"], outputs["extrapolate"])
         assert not torch.allclose(outputs["yarn"], outputs["interpolate"])
+        option = {"rope_axial": "theta", "sincos": "base"}[pe]  # 32 tokens are 4x the 8 trained: ntk raises the base
+        base = getattr(model.pe, option)
+        pairs = model.pe.dim // 2 if pe == "sincos" else model.pe.head_dim // 2
+        torch.manual_seed(0)
+        raised = vitpe.TextClassifier(50, 2, max_len=8, dim=32, depth=1, heads=2, pe=pe, pe_resize="extrapolate",
+                                      pe_options={option: base * 4.0 ** (2 * pairs / (2 * pairs - 2))}).eval()
+        raised.load_state_dict(model.state_dict())
+        torch.testing.assert_close(raised(tokens, mask), outputs["ntk"], atol=1e-5, rtol=1e-5)
 
 
 def test_yarn_ramp_options_are_checked():
