@@ -82,10 +82,18 @@ def test_peak_memory_measures_each_model_in_its_own_process():
 
 
 def test_profile_step_prints_the_step_time_and_the_profile(capsys):
+    import re
+
     assert profile_step.main(["rope_axial", "--dims", "quick", "--px", "8", "--batch", "2", "--steps", "1",
-                              "--rows", "5"]) == 0
+                              "--rows", "200"]) == 0
     printed = capsys.readouterr().out
-    assert "rope_axial (quick dims, 8 px, batch 2, eager, cpu):" in printed and "Self CPU" in printed
+    step = re.search(r"rope_axial \(quick dims, 8 px, batch 2, eager, cpu\): ([0-9.]+) ms per training step", printed)
+    assert step and float(step.group(1)) > 0
+    # the profile is of a whole training step of this PE: its rotation forward and backward, the optimiser's step
+    assert "_RotaryQK" in printed and "Backward" in printed and "AdamW" in printed
+    assert profile_step.main(["alibi", "--dims", "quick", "--px", "8", "--batch", "2", "--steps", "1",
+                              "--rows", "200"]) == 0
+    assert "_RotaryQK" not in capsys.readouterr().out  # and the rotation is rope's, not always there
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is here")

@@ -38,14 +38,30 @@ def test_the_default_stem_keeps_the_patch_embedding_keys():
     assert {"patch_embed.proj.weight", "patch_embed.proj.bias"} <= keys  # checkpoints written before the option load
 
 
-def test_a_conv_stem_run_trains_resumes_its_model_from_the_checkpoint_and_fine_tunes(tmp_path):
+def test_a_conv_stem_run_trains_resumes_exactly_rebuilds_from_its_checkpoint_and_fine_tunes(tmp_path, monkeypatch):
+    from test_reliability import records
+    from vitpe.engine.preemption import PREEMPTED_EXIT, StopRequests
+
     out = tmp_path / "conv"
     assert train.main([*SMOKE, f"out_dir={out}", "model.stem=conv"]) == 0
     model, ckpt = model_from_checkpoint(out)
     assert ckpt["config"]["model"]["stem"] == "conv" and isinstance(model.patch_embed, ConvPatchStem)
-    again, _ = model_from_checkpoint(out)
+    stem = {k: v for k, v in ckpt["model"].items() if k.startswith("patch_embed.")}
+    assert len(stem) > 2 and all(torch.equal(model.state_dict()[k], v) for k, v in stem.items())  # its own weights
+    steps = {"n": 0}
+
+    def stop_after_one(self, device, dist_info) -> bool:  # a preemption after the first optimiser step
+        steps["n"] += 1
+        return steps["n"] == 1
+
+    resumed = tmp_path / "resumed"
+    with monkeypatch.context() as patch:
+        patch.setattr(StopRequests, "should_stop", stop_after_one)
+        assert train.main([*SMOKE, f"out_dir={resumed}", "model.stem=conv"]) == PREEMPTED_EXIT
+    assert train.main(["--resume", str(resumed), "--no-progress"]) == 0
+    assert records(resumed) == records(out)  # the stem's weights and moments came back with the checkpoint
     x = torch.randn(3, 3, 16, 16)
-    torch.testing.assert_close(model.eval()(x), again.eval()(x), rtol=0, atol=0)
+    torch.testing.assert_close(model.eval()(x), model_from_checkpoint(resumed)[0].eval()(x), rtol=0, atol=0)
     tuned = tmp_path / "tuned"
     assert train.main([*SMOKE, f"out_dir={tuned}", f"model.init=run:{out}", "train.img_sizes=[24]"]) == 0
     assert isinstance(model_from_checkpoint(tuned)[0].patch_embed, ConvPatchStem)  # the stem comes with the run
