@@ -4,8 +4,8 @@
     python scripts/report.py --check    # exit 1, naming each table, where a page differs from its records
 
 A page marks a generated table with ``<!-- table: NAME -->`` before it and ``<!-- /table -->`` after it; what lies
-between is replaced by :data:`TABLES` [NAME] (scripts/report_tables.py, scripts/report_imagenette.py). Pages: README.md, RESULTS.md, BENCHMARKS.md
-and docs/results/*.md. A marker naming no table, or a table that no page shows, is an error.
+between is replaced by :data:`TABLES` [NAME] (scripts/reports/, one module per study). Pages: README.md, RESULTS.md,
+BENCHMARKS.md and docs/results/*.md. A marker naming no table, or a table that no page shows, is an error.
 """
 
 from __future__ import annotations
@@ -16,10 +16,7 @@ import re
 import sys
 from pathlib import Path
 
-from report_imagenette import TABLES as IMAGENETTE_TABLES
-from report_tables import TABLES as STUDY_TABLES
-
-TABLES = {**STUDY_TABLES, **IMAGENETTE_TABLES}  # one module per study: each adds its tables here
+from reports import TABLES  # one module per study (scripts/reports/), each adding its tables
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKED = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)

@@ -78,7 +78,7 @@ def _recipe_run(grid: Path, name: str, pe: str | None, minutes: float, acc: floa
 
 def test_recipe_wall_times_are_divided_only_by_the_loop_on_the_same_machine(tmp_path):
     sys.path.insert(0, str(ROOT / "scripts"))
-    from report_tables import recipe_pes, recipe_pes_short
+    from reports.recipe import recipe_pes, recipe_pes_short
 
     grid = tmp_path / "results/recipe/grid"
     _recipe_run(grid, "timm_s0", None, 50, 0.70, None)            # machine A (not recorded)
@@ -99,7 +99,7 @@ def test_recipe_wall_times_are_divided_only_by_the_loop_on_the_same_machine(tmp_
 
 def test_the_recipe_sweep_names_its_reruns_with_their_accuracy_beside_the_grids(tmp_path):
     sys.path.insert(0, str(ROOT / "scripts"))
-    from report_tables import recipe_resolution
+    from reports.recipe import recipe_resolution
 
     recipe = tmp_path / "results/recipe"
     _recipe_run(recipe / "grid", "cpb_s0", "cpb", 40, 0.781, None)
@@ -119,7 +119,8 @@ def test_the_recipe_sweep_names_its_reruns_with_their_accuracy_beside_the_grids(
 
 def test_a_levers_loop_run_anchors_wall_times_on_its_machine(tmp_path):
     sys.path.insert(0, str(ROOT / "scripts"))
-    from report_tables import against_loop, loop_minutes_by_machine, read_run
+    from reports.recipe import against_loop, loop_minutes_by_machine
+    from reports.records import read_run
 
     recipe = tmp_path / "results/recipe"
     _recipe_run(recipe / "grid", "timm_s0", None, 50, 0.70, "A")
@@ -139,7 +140,7 @@ def test_a_levers_loop_run_anchors_wall_times_on_its_machine(tmp_path):
 
 def test_a_lever_meets_the_goal_only_with_every_pe_over_three_seeds_within_the_loops_time(tmp_path):
     sys.path.insert(0, str(ROOT / "scripts"))
-    from report_tables import recipe_levers
+    from reports.recipe import recipe_levers
 
     recipe = tmp_path / "results/recipe"
     _recipe_run(recipe / "grid", "timm_s0", None, 50, 0.70, "A")
@@ -165,7 +166,7 @@ def test_a_lever_meets_the_goal_only_with_every_pe_over_three_seeds_within_the_l
 
 def test_the_improved_recipe_is_set_against_each_loop_on_its_own_machine_and_threads(tmp_path):
     sys.path.insert(0, str(ROOT / "scripts"))
-    from report_tables import recipe_anchors, recipe_current_short
+    from reports.recipe import recipe_anchors, recipe_current_short
 
     recipe = tmp_path / "results/recipe"
     one, two = "cpu, 1 thread", "cpu, 2 threads"
@@ -204,7 +205,7 @@ def test_the_improved_recipe_is_set_against_each_loop_on_its_own_machine_and_thr
 
 def test_spearman_ranks_orders_over_the_shared_keys():
     sys.path.insert(0, str(ROOT / "scripts"))
-    from report_tables import spearman
+    from reports.recipe import spearman
 
     a = {"p": 4.0, "q": 3.0, "r": 2.0, "s": 1.0}
     assert spearman(a, dict(a)) == 1 and spearman(a, {k: -v for k, v in a.items()}) == -1
@@ -213,7 +214,7 @@ def test_spearman_ranks_orders_over_the_shared_keys():
 
 def test_transfer_run_names_give_their_remedy_and_seed():
     sys.path.insert(0, str(ROOT / "scripts"))
-    from report_tables import transfer_remedy
+    from reports.transfer import transfer_remedy
 
     assert transfer_remedy("rope_mixed_s2", "rope_mixed") == ("trained", "as trained", 2)
     assert transfer_remedy("rope_dinov3_shift_jitter_s1", "rope_dinov3") == \
@@ -226,7 +227,7 @@ def test_transfer_run_names_give_their_remedy_and_seed():
 
 def test_transfer_goal_needs_three_seeds_and_names_the_largest_gains_until_then():
     sys.path.insert(0, str(ROOT / "scripts"))
-    from report_tables import transfer_goal
+    from reports.transfer import transfer_goal
 
     def group(at_16: list[float], at_32: dict[str, list[float]]) -> dict:
         cells = {("interpolate", 16): dict(enumerate(at_16))}
@@ -249,7 +250,7 @@ def test_transfer_goal_needs_three_seeds_and_names_the_largest_gains_until_then(
 
 def test_transfer_training_minutes_are_given_per_machine_when_runs_ran_on_several(tmp_path):
     sys.path.insert(0, str(ROOT / "scripts"))
-    from report_tables import transfer_remedies
+    from reports.transfer import transfer_remedies
 
     base = tmp_path / "results/transfer"
     records = []
@@ -272,7 +273,7 @@ def test_transfer_training_minutes_are_given_per_machine_when_runs_ran_on_severa
 
 def test_the_imagenette_tables_read_the_runs_and_the_sweep(tmp_path):
     sys.path.insert(0, str(ROOT / "scripts"))
-    from report_imagenette import imagenette_recipe, imagenette_resolution
+    from reports.imagenette import imagenette_recipe, imagenette_resolution
 
     assert "No run of `configs/imagenette.yaml` has finished yet" in imagenette_recipe(tmp_path)
     trained = tmp_path / "results/imagenette/trained"
@@ -305,7 +306,7 @@ def test_the_imagenette_tables_read_the_runs_and_the_sweep(tmp_path):
     table = imagenette_resolution(tmp_path)
     assert "Seeds per row: `cpb` 2." in table and "86.5 ± 0.7" in table and "88.5 ± 0.7" in table
     assert "+2.0" in table and "50.0" not in table and "ntk" not in table
-    from report_imagenette import imagenette_short
+    from reports.imagenette import imagenette_short
 
     assert imagenette_short(tmp_path) == ("Imagenette (`configs/imagenette.yaml`, trained at 64 px, positions "
                                           "interpolated): `cpb` 86.5% at 64 px, 88.5% at 96 px, 88.5% at 96 px "

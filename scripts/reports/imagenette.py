@@ -10,8 +10,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Callable
 
-from report_tables import MISSING, machine_cpu, machine_letters, markdown, mean_std, per_seed, read_run, \
-    resolution_table, sweep
+from reports.machines import machine_cpu, machine_letters
+from reports.records import MISSING, markdown, mean_std, per_seed, read_run, resolution_table, sweep
 from vitpe.resolution.report import gains_table, paired_gains
 
 TRAINED = "results/imagenette/trained"

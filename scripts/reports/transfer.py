@@ -1,0 +1,123 @@
+"""Resolution transfer on the detail protocol: the remedies (fine-tuning, coordinate augmentation, NTK / YaRN)."""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Callable
+
+from reports.machines import machine_letters, named_machine
+from reports.recipe import by_machine, mean_minutes
+from reports.records import Run, SEEDS, markdown, mean_std, read_run, sweep, with_sign
+
+
+
+# ------------------------------------------------------------------------------ resolution transfer: the remedies
+TRANSFER_MODES = ("interpolate", "extrapolate", "ntk", "yarn")
+TRANSFER_STAGES = ("trained", "augmented", "finetuned")  # scripts/transfer.sh's folders, in the order of the table
+#: What follows ``<pe>_`` in a transfer run's name: ``s0`` (as trained), ``<aug>_s0`` (trained with an augmentation
+#: setting), ``s0_<px>_<mode>`` (fine-tuned one epoch at px with positions resized by mode); scripts/transfer.sh.
+TRANSFER_RUN = re.compile(r"^(?:(?P<aug>[a-z0-9_]+?)_)?s(?P<seed>\d+)(?:_(?P<px>\d+)_(?P<mode>[a-z]+))?$")
+
+
+def transfer_remedy(run: str, pe: str) -> tuple[str, str, int]:
+    """(stage folder, remedy label, seed) of a transfer run, from its name."""
+    parts = TRANSFER_RUN.match(run[len(pe) + 1:])
+    if parts is None:
+        raise ValueError(f"{run}: not a scripts/transfer.sh run name (<pe>_s<seed>, <pe>_<aug>_s<seed>, "
+                         f"<pe>_s<seed>_<px>_<mode>)")
+    seed = int(parts["seed"])
+    if parts["px"]:
+        return "finetuned", f"fine-tuned at {parts['px']} px, {parts['mode']}d", seed
+    if parts["aug"]:
+        return "augmented", f"trained with `{parts['aug']}`", seed
+    return "trained", "as trained", seed
+
+
+TransferCells = dict[tuple[str, int, str], dict[tuple[str, int], dict[int, float]]]
+#: The experiment's goal: a model trained at 16 px at least this many points more accurate at 32 px than at 16 px,
+#: without fine-tuning, mean over three seeds.
+TRANSFER_GOAL = 3.0
+
+
+def transfer_records(root: Path) -> tuple[TransferCells, dict[tuple[str, int, str], list[Run]]]:
+    """Accuracy (%) per (pe, stage index, remedy) -> (mode, size) -> seed, and each group's training runs."""
+    base = root / "results/transfer"
+    accuracy: TransferCells = defaultdict(lambda: defaultdict(dict))
+    trainings: dict[tuple[str, int, str], list[Run]] = defaultdict(list)
+    for r in sweep(base / "resolution/resolution.json"):
+        stage, remedy, seed = transfer_remedy(r["run"], r["pe"])
+        key = (r["pe"], TRANSFER_STAGES.index(stage), remedy)
+        if r["accuracy"] is not None:
+            accuracy[key][(r["pe_resize"], r["resolution"])][seed] = 100 * r["accuracy"]
+        if r["resolution"] == 16 and r["pe_resize"] == "interpolate":
+            trainings[key].append(read_run(base / stage / r["run"]))
+    return accuracy, trainings
+
+
+def gains_at_32(cells: dict[tuple[str, int], dict[int, float]], mode: str) -> tuple[list[float], list[float]]:
+    """Each seed's change from its own 16 px accuracy (interpolate) to 32 px in ``mode``, and its 32 px accuracy."""
+    at_16, at_32 = cells[("interpolate", 16)], cells.get((mode, 32), {})
+    seeds = [s for s in at_32 if s in at_16]
+    return [at_32[s] - at_16[s] for s in seeds], [at_32[s] for s in seeds]
+
+
+def transfer_remedies(root: Path) -> str:
+    """Each PE and remedy of the transfer experiment: accuracy at 16 px (the training size), and at 32 px in each
+    test mode with its change from 16 px (each run against itself, mean ± std over seeds), and the training's cost
+    (minutes on each machine, lettered under the table when the runs ran on several); then whether a remedy without
+    fine-tuning reaches the goal."""
+    accuracy, trainings = transfer_records(root)
+    letter = machine_letters(run.machines for runs in trainings.values() for run in runs)
+    rows = []
+    for key in sorted(accuracy):  # by PE, then as trained / augmented / fine-tuned
+        pe, _, remedy = key
+        cells = accuracy[key]
+        at_16 = cells[("interpolate", 16)]
+        row = [f"`{pe}`", remedy, str(len(at_16)), mean_std(list(at_16.values()))]
+        for mode in TRANSFER_MODES:
+            gains, at_32 = gains_at_32(cells, mode)
+            row.append(f"{statistics.fmean(at_32):.1f} ({mean_std(gains, signed=True)})" if gains else "n/a")
+        minutes = mean_minutes(by_machine(trainings[key]))
+        row.append(" / ".join(f"{minutes[m]:.1f}" + (f" ({letter[m]})" if len(letter) > 1 else "")
+                              for m in sorted(minutes, key=letter.get)))
+        rows.append(row)
+    described = "; ".join(named_machine(letter, m) for m in letter)
+    machine_note = f"\nTraining minutes by machine: {described}.\n" if len(letter) > 1 else ""
+    return markdown(["PE", "remedy", "seeds", "16 px (%)", *(f"32 px, {m} (− 16 px)" for m in TRANSFER_MODES),
+                     "training (min)"], rows) + machine_note + "\n" + transfer_goal(accuracy) + "\n"
+
+
+def transfer_goal(accuracy: TransferCells) -> str:
+    """One line: which remedies without fine-tuning gain at least TRANSFER_GOAL points at 32 px over three seeds,
+    or, while none does, the three largest mean gains so far (each PE and remedy in its best test mode)."""
+    found = []  # per PE and remedy, its best test mode: (mean gain, seeds, mean accuracy at 32 px, label)
+    for (pe, stage, remedy), cells in accuracy.items():
+        if TRANSFER_STAGES[stage] == "finetuned":
+            continue
+        modes = []
+        for mode in TRANSFER_MODES:
+            gains, at_32 = gains_at_32(cells, mode)
+            if gains:
+                modes.append((statistics.fmean(gains), len(gains), statistics.fmean(at_32), f"`{pe}` {remedy}, {mode}"))
+        found.append(max(modes))
+
+    def listed(entries: list[tuple[float, int, float, str]]) -> str:
+        return "; ".join(f"{label}: {with_sign(gain)} ({seeds} seed{'s' * (seeds > 1)}; {acc:.1f}% at 32 px)"
+                         for gain, seeds, acc, label in entries)
+
+    goal = (f"Goal: at least +{TRANSFER_GOAL:.0f} points at 32 px over 16 px without fine-tuning, mean of "
+            f"{len(SEEDS)} seeds. ")
+    met = sorted((f for f in found if f[1] >= len(SEEDS) and f[0] >= TRANSFER_GOAL), key=lambda f: -f[2])
+    if met:
+        return goal + "Met by " + listed(met) + "."
+    best = sorted(found, reverse=True)[:3]
+    return goal + "Not met yet" + (f"; the largest mean gains so far: {listed(best)}." if best else ".")
+
+
+#: This study's tables: name -> function of the repository root -> markdown (scripts/report.py).
+TABLES: dict[str, Callable[[Path], str]] = {
+    "transfer-remedies": transfer_remedies,
+}
