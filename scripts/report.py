@@ -1,11 +1,14 @@
-"""Every published table, generated from the committed records under results/.
+"""Every published table and number, generated from the committed records under results/.
 
-    python scripts/report.py            # rewrite the tables in place
-    python scripts/report.py --check    # exit 1, naming each table, where a page differs from its records
+    python scripts/report.py            # rewrite the tables and numbers in place
+    python scripts/report.py --check    # exit 1, naming each page, where a page differs from its records
 
-A page marks a generated table with ``<!-- table: NAME -->`` before it and ``<!-- /table -->`` after it; what lies
-between is replaced by :data:`TABLES` [NAME] (scripts/reports/, one module per study). Pages: README.md, RESULTS.md,
-BENCHMARKS.md and docs/results/*.md. A marker naming no table, or a table that no page shows, is an error.
+A page marks a generated table with ``<!-- table: NAME -->`` before it and ``<!-- /table -->`` after it, and a
+generated number inside a sentence with ``<!-- value: NAME -->...<!-- /value -->``; what lies between is replaced by
+:data:`reports.TABLES` [NAME] or :data:`reports.VALUES` [NAME] (scripts/reports/, one module per study). The pages
+are those of :data:`reports.pages.MARKERS` -- README.md, RESULTS.md, BENCHMARKS.md and every page under docs/ -- and
+each must hold exactly the markers listed there, in order. The check also fails on a marker naming nothing, a table
+or number no page shows, a page under docs/ that the list does not name, and a placeholder left on a page.
 """
 
 from __future__ import annotations
@@ -16,27 +19,67 @@ import re
 import sys
 from pathlib import Path
 
-from reports import TABLES  # one module per study (scripts/reports/), each adding its tables
+from reports import TABLES, VALUES  # one module per study (scripts/reports/), each adding its tables and numbers
+from reports.pages import MARKERS
 
 ROOT = Path(__file__).resolve().parents[1]
-MARKED = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
+TABLE = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
+VALUE = re.compile(r"(<!-- value: (?P<name>[\w-]+) -->)(?P<body>[^\n]*?)(<!-- /value -->)")
+MARKER = re.compile(r"<!-- (table|value): ([\w-]+) -->")
+CODE = re.compile(r"```.*?```", re.S)
+#: What a page must not say: work not done, written as if it were a result.
+PLACEHOLDERS = re.compile(r"not committed yet|\bTODO\b|\bTBD\b|\bFIXME\b|still to (?:be )?measured?|coming soon|"
+                          r"to be filled", re.I)
 
 
-def pages(root: Path) -> list[Path]:
-    return [root / "README.md", root / "RESULTS.md", root / "BENCHMARKS.md", *sorted((root / "docs/results").glob("*.md"))]
+def documentation_pages(root: Path) -> list[str]:
+    """Every page the project publishes: the three at the top and each markdown file under docs/."""
+    return ["README.md", "RESULTS.md", "BENCHMARKS.md",
+            *sorted(str(p.relative_to(root)) for p in (root / "docs").rglob("*.md"))]
 
 
 def render(text: str, root: Path, rendered: dict[str, str], page: str) -> str:
-    """``text`` with every marked table regenerated (``rendered`` caches each table's markdown)."""
-    def fill(match: re.Match) -> str:
-        name = match["name"]
-        if name not in TABLES:
-            raise SystemExit(f"error: {page}: <!-- table: {name} --> names no table; known: {', '.join(sorted(TABLES))}")
-        if name not in rendered:
-            rendered[name] = TABLES[name](root).rstrip("\n") + "\n"
-        return match.group(1) + rendered[name] + match.group(4)
+    """``text`` with every marked table and value regenerated (``rendered`` caches each one)."""
+    def generated(kind: str, name: str) -> str:
+        known = TABLES if kind == "table" else VALUES
+        if name not in known:
+            raise SystemExit(f"error: {page}: <!-- {kind}: {name} --> names no {kind}; known: "
+                             f"{', '.join(sorted(known))}")
+        key = f"{kind}:{name}"
+        if key not in rendered:
+            made = known[name](root)
+            rendered[key] = made.rstrip("\n") + "\n" if kind == "table" else made
+        return rendered[key]
 
-    return MARKED.sub(fill, text)
+    text = TABLE.sub(lambda m: m.group(1) + generated("table", m["name"]) + m.group(4), text)
+    return VALUE.sub(lambda m: m.group(1) + generated("value", m["name"]) + m.group(4), text)
+
+
+def layout_errors(root: Path) -> list[str]:
+    """Where the pages' markers and words disagree with :data:`MARKERS`: a page missing from the list (or listed and
+    gone), markers not those listed, a placeholder."""
+    errors = []
+    published = documentation_pages(root)
+    for page in sorted(set(published) - set(MARKERS)):
+        errors.append(f"{page}: a page scripts/reports/pages.py does not list (add it, with its markers)")
+    for page in sorted(set(MARKERS) - set(published)):
+        errors.append(f"{page}: listed in scripts/reports/pages.py but not found")
+    for page in published:
+        if page not in MARKERS or not (root / page).is_file():
+            continue
+        text = (root / page).read_text()
+        found = tuple(f"{kind}:{name}" for kind, name in MARKER.findall(text))
+        if found != MARKERS[page]:
+            missing = [m for m in MARKERS[page] if m not in found]
+            extra = [m for m in found if m not in MARKERS[page]]
+            what = "; ".join(filter(None, [f"missing {', '.join(missing)}" if missing else "",
+                                           f"not listed {', '.join(extra)}" if extra else "",
+                                           "" if missing or extra else "in another order"]))
+            errors.append(f"{page}: its generated tables and numbers are not those scripts/reports/pages.py lists "
+                          f"({what})")
+        for match in PLACEHOLDERS.finditer(CODE.sub("", text)):
+            errors.append(f"{page}: a placeholder where a result belongs: {match.group(0)!r}")
+    return errors
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,11 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rendered: dict[str, str] = {}
     stale = []
-    for path in pages(args.root):
+    for page in documentation_pages(args.root):
+        path = args.root / page
         if not path.is_file():
             continue
         text = path.read_text()
-        new = render(text, args.root, rendered, str(path.relative_to(args.root)))
+        new = render(text, args.root, rendered, page)
         if new == text:
             continue
         stale.append(path)
@@ -59,9 +103,14 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(list(diff)[:40]))
         else:
             path.write_text(new)
-    unused = sorted(set(TABLES) - set(rendered))
+    unused = [name for name in sorted({f"table:{n}" for n in TABLES} | {f"value:{n}" for n in VALUES})
+              if name not in rendered]
+    errors = layout_errors(args.root)
     if unused:
-        print(f"error: no page shows the table(s) {', '.join(unused)}", file=sys.stderr)
+        errors.append(f"no page shows {', '.join(unused)}")
+    for error in errors:
+        print(f"error: {error}", file=sys.stderr)
+    if errors:
         return 1
     if args.check and stale:
         print(f"out of date with their records: {', '.join(str(p.relative_to(args.root)) for p in stale)}; run "

@@ -20,7 +20,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
 def copy_of_the_pages(tmp_path: Path) -> Path:
     for page in ("README.md", "RESULTS.md", "BENCHMARKS.md"):
         shutil.copy(ROOT / page, tmp_path / page)
-    shutil.copytree(ROOT / "docs/results", tmp_path / "docs/results")
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
     shutil.copytree(ROOT / "results", tmp_path / "results")
     return tmp_path
 
@@ -54,6 +54,36 @@ def test_a_hand_edited_table_fails_the_check(tmp_path):
     page.write_text(text[:row] + text[row:].replace("55.7 ± 0.3", "56.3 ± 0.7", 1))
     done = run("--check", "--root", str(root))
     assert done.returncode == 1 and "RESULTS.md" in done.stderr
+
+
+def test_a_table_whose_markers_are_removed_and_numbers_edited_fails_though_another_page_shows_it(tmp_path):
+    root = copy_of_the_pages(tmp_path)
+    page = root / "RESULTS.md"  # recipe-current-short is on README.md too
+    text = page.read_text()
+    start = text.index("<!-- table: recipe-current-short -->\n")
+    end = text.index("<!-- /table -->", start) + len("<!-- /table -->")
+    body = text[start:end].split("\n", 1)[1].rsplit("<!-- /table -->", 1)[0]
+    page.write_text(text[:start] + body.replace("81.", "83.", 1) + text[end:])
+    done = run("--check", "--root", str(root))
+    assert done.returncode == 1 and "RESULTS.md: its generated tables and numbers are not those" in done.stderr
+    assert "missing table:recipe-current-short" in done.stderr
+
+
+@pytest.mark.parametrize("page, words", [("docs/results/bias_growth.md", "Not committed yet"),
+                                         ("docs/training.md", "TODO: the figure")])
+def test_a_placeholder_on_any_page_fails_the_check(tmp_path, page, words):
+    root = copy_of_the_pages(tmp_path)
+    with (root / page).open("a") as f:
+        f.write(f"\n{words}\n")
+    done = run("--check", "--root", str(root))
+    assert done.returncode == 1 and f"{page}: a placeholder where a result belongs" in done.stderr
+
+
+def test_a_page_the_list_does_not_name_fails_the_check(tmp_path):
+    root = copy_of_the_pages(tmp_path)
+    (root / "docs/new_page.md").write_text("# New\n\nIt gains 3.2 points.\n")
+    done = run("--check", "--root", str(root))
+    assert done.returncode == 1 and "docs/new_page.md: a page scripts/reports/pages.py does not list" in done.stderr
 
 
 def test_a_marker_naming_no_table_is_an_error(tmp_path):

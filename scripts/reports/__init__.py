@@ -1,14 +1,17 @@
 """The published tables, one module per study, each computed from committed records only: run folders
 (``config.yaml`` or a baseline's ``config.json``, ``metrics.jsonl``), the sweeps' ``resolution.json`` /
 ``length.json`` and the benchmark's ``bench.json``. :data:`TABLES` joins every study's; scripts/report.py puts them
-into the pages. A new study is a new module here, added to :data:`STUDIES`."""
+into the pages, with the numbers of :data:`VALUES` inside sentences. A new study is a new module here, added to :data:`STUDIES`."""
 
 from __future__ import annotations
 
-from typing import Callable
 from pathlib import Path
+from typing import Callable
 
 from reports import bench, compare, detail, first_cpu_recipe, imagenette, recipe, text, transfer
 
 STUDIES = (recipe, compare, detail, transfer, first_cpu_recipe, text, bench, imagenette)
 TABLES: dict[str, Callable[[Path], str]] = {name: table for study in STUDIES for name, table in study.TABLES.items()}
+#: Numbers inside sentences (``<!-- value: NAME -->``): name -> function of the repository root -> text.
+VALUES: dict[str, Callable[[Path], str]] = {name: value for study in STUDIES
+                                            for name, value in getattr(study, "VALUES", {}).items()}

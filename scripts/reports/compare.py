@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable
 
-from reports.records import MISSING, SEED, SEEDS, markdown, mean_std, per_seed, resolution_table, site_of, sweep
+from reports.records import SEED, SEEDS, markdown, mean_std, per_seed, resolution_table, site_of, sweep
 
 
 
@@ -51,25 +50,10 @@ def relbias_scale16(root: Path) -> str:
     return resolution_table([r for r in records if r["pe_resize"] == "interpolate"])
 
 
-def bias_stats(root: Path) -> str:
-    """How far the trained biases spread, against AdamW's step bound (scripts/bias_stats.py --json)."""
-    path = root / "results/compare/bias_stats.json"
-    if not path.is_file():
-        return (f"{MISSING} Not committed yet (`results/compare/bias_stats.json`, from "
-                "`scripts/bias_stats.py --json`).\n")
-    rows = []
-    for s in json.loads(path.read_text()):
-        rows.append([s["run"], f"`{s['pe']}`", ", ".join(f"{v:.2f}" for v in s["std_over_keys"]),
-                     ", ".join(f"{v:.1f}" for v in s["range"]), f"{s['summed_lr']:.2f} ({2 * s['summed_lr']:.1f})"])
-    return markdown(["run (3 epochs)", "PE", "bias spread over keys (std), per layer", "max − min, per layer",
-                     "summed lr (bound on max − min)"], rows)
-
-
 #: This study's tables: name -> function of the repository root -> markdown (scripts/report.py).
 TABLES: dict[str, Callable[[Path], str]] = {
     "compare-accuracy": compare_accuracy,
     "compare-resolution": compare_resolution,
     "compare-multires": compare_multires,
     "relbias-scale16": relbias_scale16,
-    "bias-stats": bias_stats,
 }
