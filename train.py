@@ -21,6 +21,7 @@ import dataclasses
 import json
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
@@ -278,7 +279,8 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
         if ema is not None:
             record["test_acc_ema"] = evaluate(ema.module, data.test, device, dist_info, t.precision)["acc"]
         state.elapsed_s += time.perf_counter() - started
-        record.update(lr=optimizer.param_groups[0]["lr"], elapsed_s=state.elapsed_s, machine=machine)
+        record.update(lr=optimizer.param_groups[0]["lr"], elapsed_s=state.elapsed_s, machine=machine,
+                      finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))  # runs side by side?
         state.epoch, state.step_in_epoch = state.epoch + 1, 0
         state.loss_sum = state.correct = state.seen = 0.0
         score = record.get("val_acc", record["test_acc"])

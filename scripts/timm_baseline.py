@@ -23,6 +23,7 @@ import json
 import os
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
@@ -133,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         record = {"epoch": epoch + 1, "step": step, "train_loss": loss_sum / (steps * batch),
                   "train_acc": correct / (steps * batch), "test_acc": right / len(test),
                   "elapsed_s": time.perf_counter() - started,
-                  "machine": described()}  # what ran the epoch: wall times compare only on one kind of machine
+                  "machine": described(),  # what ran the epoch: wall times compare only on one kind of machine
+                  "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}  # and when
         append_record(record, metrics_path)
         save_atomic({"config": config, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                      "generator": g.get_state(), "step": step, "epoch": epoch + 1,

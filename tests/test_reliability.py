@@ -26,7 +26,7 @@ from vitpe.loading.checkpoint import load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
-TIMING_KEYS = {"img_per_s", "elapsed_s"}
+TIMING_KEYS = {"img_per_s", "elapsed_s", "finished_at"}
 # long enough (64 steps per epoch) to be signalled mid-run; short enough for the suite
 ARGS = ["--config", SMOKE, "model.pe=rope_mixed", "data.synthetic_size=2048", "train.epochs=3", "train.batch_size=32",
         "train.checkpoint_every=5", "train.ema=0.9", "model.drop_path=0.1", "--no-progress"]

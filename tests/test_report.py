@@ -228,7 +228,8 @@ def test_the_improved_recipe_is_set_against_each_loop_on_its_own_machine_and_thr
         [two, "the recipe, `cpb`, with 2 threads and `train.compile=true`", "0", "82.0", "30.0", "0.75", "—"]]
     assert recipe_current_short(tmp_path) == (
         "`configs/cifar10.yaml` (conv stem, bf16, 24 epochs): `cpb` 81.0 ± 1.4% (2 seeds), `learnable` 70.0% (1 seed), "
-        "in 0.70 / — of the plain loop's wall time, side by side on one thread each; alone on both cores: with 2 "
+        "in 0.70 / — of the plain loop's wall time, one thread each, the loop's runs made at another time on the same "
+        "CPU (not side by side); alone on both cores: with 2 "
         "threads, `cpb` 0.80; as 2 torchrun processes, `cpb` 0.60; with 2 threads and `train.compile=true`, `cpb` "
         "0.75.\n")
 
@@ -251,6 +252,8 @@ def test_transfer_run_names_give_their_remedy_and_seed():
         ("augmented", "trained with `shift_jitter`", 1)
     assert transfer_remedy("sincos_s0_32_extrapolate", "sincos") == \
         ("finetuned", "fine-tuned at 32 px, extrapolated", 0)
+    assert transfer_remedy("lookhere_s1@large_grid_slope=0.6", "lookhere") == \
+        ("trained", "as trained, tested with `large_grid_slope=0.6`", 1)  # eval.py --pe-option
     with pytest.raises(ValueError, match="not a scripts/transfer.sh run name"):
         transfer_remedy("sincos_final", "sincos")
 
@@ -341,3 +344,19 @@ def test_the_imagenette_tables_read_the_runs_and_the_sweep(tmp_path):
     assert imagenette_short(tmp_path) == ("Imagenette (`configs/imagenette.yaml`, trained at 64 px, positions "
                                           "interpolated): `cpb` 86.5% at 64 px, 88.5% at 96 px, 88.5% at 96 px "
                                           "(2 seeds).\n")
+
+
+def test_a_ratio_is_side_by_side_only_for_runs_that_trained_at_the_same_time_on_the_same_machine():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from reports.records import Run, side_by_side
+
+    def run(end: str, minutes: float, machine: str = "B, 1 thread", timed: bool = True) -> Run:
+        record = {"epoch": 1, "test_acc": 0.5, "elapsed_s": 60 * minutes, "machine": machine}
+        return Run("r", {}, [{**record, "finished_at": end} if timed else record])
+
+    loop = run("2026-12-04T12:00:00+00:00", 40)  # 11:20 -> 12:00
+    assert side_by_side([run("2026-12-04T12:05:00+00:00", 40)], [loop])  # 11:25 -> 12:05: beside it
+    assert not side_by_side([run("2026-12-04T18:00:00+00:00", 40)], [loop])  # six hours later
+    assert not side_by_side([run("2026-12-04T12:05:00+00:00", 40, "C, 1 thread")], [loop])  # another machine
+    assert not side_by_side([run("2026-12-04T12:05:00+00:00", 40, timed=False)], [loop])  # a record without time
+    assert not side_by_side([], [loop])

@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("VITPE_DATA", ROOT / ".." / "shared" / "data"))
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
 METRIC_KEYS = {"epoch", "step", "train_loss", "train_acc", "test_loss", "test_acc", "lr", "img_per_s", "elapsed_s",
-               "machine"}
-TIMING_KEYS = {"img_per_s", "elapsed_s"}
+               "machine", "finished_at"}
+TIMING_KEYS = {"img_per_s", "elapsed_s", "finished_at"}
 
 
 def run_main(*args):

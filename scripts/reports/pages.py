@@ -26,6 +26,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "table:compare-multires",
         "table:detail-gains",
         "table:transfer-remedies",
+        "table:transfer-sweep",
         "table:imagenette-recipe",
         "table:imagenette-resolution",
     ),

@@ -13,7 +13,7 @@ from typing import Callable, Iterable
 from vitpe.machine import as_one_process
 from reports.compare import compare_records
 from reports.machines import machine_letters, named_machine
-from reports.records import MISSING, Run, SEEDS, markdown, mean_std, per_seed, read_run, resolution_table, site_of, sweep
+from reports.records import side_by_side, MISSING, Run, SEEDS, markdown, mean_std, per_seed, read_run, resolution_table, site_of, sweep
 
 
 
@@ -337,21 +337,25 @@ def recipe_current_short(root: Path) -> str:
     float32 loop side by side, and, where it ran so, one run at a time on both cores (:data:`BOTH_CORES`, each
     against its own loop run)."""
     loop_minutes = loop_minutes_by_machine(root)
+    loops = [run for runs in loop_runs_by_machine(root).values() for run in runs]
     recipe = root / "results/recipe"
-    parts, ratios = [], []
+    parts, ratios, beside = [], [], []
     for pe in LEVER_GOALS:
         runs = finished_recipe_runs(recipe / CURRENT, f"{pe}_s[0-9]*")
         seeds = f"{len(runs)} seed{'s' if len(runs) != 1 else ''}"
         parts.append(f"`{pe}` {mean_std([r.accuracy for r in runs])}% ({seeds})")  # CIFAR-10's test split
         ratios.append(against_loop(runs, loop_minutes))
+        beside.append(side_by_side(runs, loops))
     alone = []
     for suffix, (how, _) in BOTH_CORES.items():
         pes = [f"`{pe}` {against_loop(runs, mean_minutes(both_cores_loops(root, suffix)))}" for pe in LEVER_GOALS
                if (runs := finished_recipe_runs(recipe / f"{CURRENT}_{suffix}", f"{pe}_s[0-9]*"))]
         alone += [f"{how}, {', '.join(pes)}"] if pes else []
     both = f"; alone on both cores: {'; '.join(alone)}" if alone else ""
+    when = ("side by side on one thread each" if all(beside) else
+            "one thread each, the loop's runs made at another time on the same CPU (not side by side)")
     return (f"`configs/cifar10.yaml` (conv stem, bf16, 24 epochs): {', '.join(parts)}, in {' / '.join(ratios)} of the "
-            f"plain loop's wall time, side by side on one thread each{both}.\n")
+            f"plain loop's wall time, {when}{both}.\n")
 
 
 def recipe_diagnostic(root: Path) -> str:

@@ -7,6 +7,7 @@ import json
 import re
 import statistics
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Iterable
 
@@ -53,6 +54,15 @@ class Run:
         """What ran the run's epochs (each record's ``machine``, or the folder's ``machine.json`` for records written
         before train.py recorded it); empty where nothing says."""
         return frozenset(r["machine"] for r in self.records if "machine" in r) or self.recorded_machine
+
+    @property
+    def interval(self) -> tuple[datetime, datetime] | None:
+        """When the run trained: from its last record's ``finished_at`` back by its ``elapsed_s`` (a resumed run's
+        pause is not in it); None for records written before train.py recorded the time."""
+        if "finished_at" not in self.last:
+            return None
+        end = datetime.fromisoformat(self.last["finished_at"])
+        return end - timedelta(seconds=self.last["elapsed_s"]), end
 
     @property
     def pe(self) -> str:
@@ -126,3 +136,17 @@ def resolution_table(records: list[dict], x_key: str = "resolution") -> str:
     grid = accuracy_grid(summarise(records, x_key), x_key, show_runs=False, label=lambda pe: f"`{pe}`")
     return "\n".join(grid) + "\n"
 
+
+
+def side_by_side(runs: list[Run], anchors: list[Run]) -> bool:
+    """Whether every run of ``runs`` trained at the same time as one of ``anchors`` on the same machine (their
+    intervals overlapping by at least half the shorter): the only case a page may call a wall-time ratio "side by
+    side". False where a record does not say when it ran."""
+    def beside(a: Run, b: Run) -> bool:
+        if a.interval is None or b.interval is None or a.machines != b.machines:
+            return False
+        (a0, a1), (b0, b1) = a.interval, b.interval
+        shared = (min(a1, b1) - max(a0, b0)).total_seconds()
+        return shared >= 0.5 * min((a1 - a0).total_seconds(), (b1 - b0).total_seconds())
+
+    return bool(runs) and all(any(beside(run, anchor) for anchor in anchors) for run in runs)

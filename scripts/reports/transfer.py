@@ -10,7 +10,7 @@ from typing import Callable
 
 from reports.machines import machine_letters, named_machine
 from reports.recipe import by_machine, mean_minutes
-from reports.records import Run, SEEDS, markdown, mean_std, read_run, sweep, with_sign
+from reports.records import Run, SEEDS, markdown, mean_std, read_run, resolution_table, sweep, with_sign
 
 
 
@@ -23,17 +23,20 @@ TRANSFER_RUN = re.compile(r"^(?:(?P<aug>[a-z0-9_]+?)_)?s(?P<seed>\d+)(?:_(?P<px>
 
 
 def transfer_remedy(run: str, pe: str) -> tuple[str, str, int]:
-    """(stage folder, remedy label, seed) of a transfer run, from its name."""
-    parts = TRANSFER_RUN.match(run[len(pe) + 1:])
+    """(stage folder, remedy label, seed) of a transfer run, from its name; a run evaluated with a PE option changed
+    (eval.py --pe-option: ``<run>@NAME=VALUE``) is a remedy of its own."""
+    name, _, option = run.partition("@")
+    parts = TRANSFER_RUN.match(name[len(pe) + 1:])
     if parts is None:
         raise ValueError(f"{run}: not a scripts/transfer.sh run name (<pe>_s<seed>, <pe>_<aug>_s<seed>, "
-                         f"<pe>_s<seed>_<px>_<mode>)")
+                         f"<pe>_s<seed>_<px>_<mode>, each optionally @NAME=VALUE)")
     seed = int(parts["seed"])
+    tested = f", tested with `{option}`" if option else ""
     if parts["px"]:
-        return "finetuned", f"fine-tuned at {parts['px']} px, {parts['mode']}d", seed
+        return "finetuned", f"fine-tuned at {parts['px']} px, {parts['mode']}d{tested}", seed
     if parts["aug"]:
-        return "augmented", f"trained with `{parts['aug']}`", seed
-    return "trained", "as trained", seed
+        return "augmented", f"trained with `{parts['aug']}`{tested}", seed
+    return "trained", f"as trained{tested}", seed
 
 
 TransferCells = dict[tuple[str, int, str], dict[tuple[str, int], dict[int, float]]]
@@ -53,7 +56,7 @@ def transfer_records(root: Path) -> tuple[TransferCells, dict[tuple[str, int, st
         if r["accuracy"] is not None:
             accuracy[key][(r["pe_resize"], r["resolution"])][seed] = 100 * r["accuracy"]
         if r["resolution"] == 16 and r["pe_resize"] == "interpolate":
-            trainings[key].append(read_run(base / stage / r["run"]))
+            trainings[key].append(read_run(base / stage / r["run"].partition("@")[0]))
     return accuracy, trainings
 
 
@@ -117,7 +120,18 @@ def transfer_goal(accuracy: TransferCells) -> str:
     return goal + "Not met yet" + (f"; the largest mean gains so far: {listed(best)}." if best else ".")
 
 
+def transfer_sweep(root: Path) -> str:
+    """Every PE as trained at 16 px on the detail protocol, tested from 16 to 48 px with positions interpolated and
+    extrapolated: mean ± std over seeds (first 2,000 test images)."""
+    records = [r for r in sweep(root / "results/transfer/resolution/resolution.json")
+               if r["pe_resize"] in ("interpolate", "extrapolate") and transfer_remedy(r["run"], r["pe"])[0] == "trained"]
+    for r in records:  # a run tested with an option changed is a row of its own
+        r["group"] = r["pe"] + (f", {r['run'].partition('@')[2]}" if "@" in r["run"] else "")
+    return resolution_table(records)
+
+
 #: This study's tables: name -> function of the repository root -> markdown (scripts/report.py).
 TABLES: dict[str, Callable[[Path], str]] = {
     "transfer-remedies": transfer_remedies,
+    "transfer-sweep": transfer_sweep,
 }
