@@ -360,3 +360,15 @@ def test_a_ratio_is_side_by_side_only_for_runs_that_trained_at_the_same_time_on_
     assert not side_by_side([run("2026-12-04T12:05:00+00:00", 40, "C, 1 thread")], [loop])  # another machine
     assert not side_by_side([run("2026-12-04T12:05:00+00:00", 40, timed=False)], [loop])  # a record without time
     assert not side_by_side([], [loop])
+
+
+def test_a_hand_edited_number_inside_a_sentence_fails_the_check_and_is_rewritten(tmp_path):
+    root = copy_of_the_pages(tmp_path)
+    page = root / "README.md"
+    text = page.read_text()
+    assert "<!-- value: speed-verdicts -->on the CPU, eager: " in text
+    page.write_text(text.replace("<!-- value: speed-verdicts -->on the CPU, eager: 4",
+                                 "<!-- value: speed-verdicts -->on the CPU, eager: 9", 1))
+    done = run("--check", "--root", str(root))
+    assert done.returncode == 1 and "README.md" in done.stderr
+    assert run("--root", str(root)).returncode == 0 and page.read_text() == text

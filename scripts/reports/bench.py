@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 
-from vitpe.bench.targets import check_targets, summary, targets_grid
+from vitpe.bench.targets import check_targets, summary, targets_grid, verdict
 from reports.records import MISSING, markdown
 
 
@@ -27,16 +27,39 @@ def _preset(result: dict) -> str:
     return "recipe" if result["config"].get("pool") == "mean" else "default"
 
 
+def target_checks(root: Path, runs: Iterable[str]) -> list[dict]:
+    """Every speed target's check over the benchmark ``runs`` (folders of results/bench/), each named by its preset."""
+    checks = []
+    for name in runs:
+        result = _bench(root, name)
+        checks += [{"run": _preset(result), **c} for c in check_targets(result)]
+    return checks
+
+
 def bench_targets(mode: str) -> Callable[[Path], str]:
     """Every speed target over the current CPU runs of ``mode`` (both presets, both sizes), with its interval."""
     def table(root: Path) -> str:
-        checks = []
-        for name in CPU_RUNS[mode]:
-            result = _bench(root, name)
-            checks += [{"run": _preset(result), **c} for c in check_targets(result)]
+        checks = target_checks(root, CPU_RUNS[mode])
         return "\n".join([*targets_grid(checks), "", summary(checks)]) + "\n"
 
     return table
+
+
+def bench_targets_gpu(root: Path) -> str:
+    """The same targets over the GPU runs (one H200, bf16), where a step is launch-bound and most are missed."""
+    checks = target_checks(root, GPU_RUNS)
+    return "\n".join([*targets_grid(checks), "", summary(checks)]) + "\n"
+
+
+def speed_verdicts(root: Path) -> str:
+    """The README's sentence on the targets: how many each kind of run meets and misses."""
+    def counted(runs: Iterable[str]) -> str:
+        verdicts = [verdict(c) for c in target_checks(root, runs)]
+        return (f"{verdicts.count('met')} of {len(verdicts)} met, {verdicts.count('within noise')} within the noise, "
+                f"{verdicts.count('**missed**')} missed")
+
+    return (f"on the CPU, eager: {counted(CPU_RUNS['eager'])}; compiled: {counted(CPU_RUNS['compiled'])}; "
+            f"on one H200 (bf16, eager): {counted(GPU_RUNS)}")
 
 
 def bench_throughput(root: Path) -> str:
@@ -105,4 +128,10 @@ TABLES: dict[str, Callable[[Path], str]] = {
     "bench-throughput": bench_throughput,
     "bench-gpu": bench_gpu,
     "bench-gpu-ab": bench_gpu_ab,
+    "bench-targets-gpu": bench_targets_gpu,
+}
+
+#: This study's numbers inside sentences (scripts/report.py's ``<!-- value: NAME -->``).
+VALUES: dict[str, Callable[[Path], str]] = {
+    "speed-verdicts": speed_verdicts,
 }

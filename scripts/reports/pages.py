@@ -15,6 +15,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "table:recipe-pes-short",
         "table:recipe-current-short",
         "table:imagenette-short",
+        "value:speed-verdicts",
     ),
     "RESULTS.md": (
         "table:recipe-current-short",
@@ -35,6 +36,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "table:bench-targets-eager",
         "table:bench-targets-compiled",
         "table:bench-gpu",
+        "table:bench-targets-gpu",
         "table:bench-gpu-ab",
     ),
     "docs/data.md": (),
