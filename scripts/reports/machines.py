@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from pathlib import Path
+from typing import Callable, Iterable
 
-
+from reports.records import markdown
 from vitpe.machine import cpu_of
 
-
-
-
-#: The CPUs the pages name by letter, from A: the first grid runs' machine (which did not record itself), then B. A CPU
-#: not listed takes a letter after them, in the order of its description, so a machine has one letter on every page.
-NAMED_MACHINES = ("", "AMD EPYC (L2 1024K, L3 32768K)")
+#: The machines the pages name by letter, from A: the first grid runs' machine (which did not record itself), then
+#: each machine the records name, in a fixed order, so that a machine has one letter on every page. A machine not
+#: listed takes a letter after them, in the order of its description.
+NAMED_MACHINES = ("", "AMD EPYC (L2 1024K, L3 32768K)", "AMD EPYC (L2 512K, L3 32768K)", "NVIDIA H200")
+#: What each named machine is, in words: its records carry the CPU model and caches (vitpe.machine), not its
+#: instruction set, which lscpu showed on the machine itself.
+DESCRIBED = {
+    "": "not recorded: the machine of the recipe grid's first runs, written before runs recorded their machine",
+    "AMD EPYC (L2 1024K, L3 32768K)": "a 2-core AMD EPYC VM with AVX-512 and AVX512-BF16: bf16 computed natively",
+    "AMD EPYC (L2 512K, L3 32768K)": "a 2-core AMD EPYC VM with AVX2 and no AVX-512: bf16 emulated, many times slower "
+                                     "than float32",
+    "NVIDIA H200": "one NVIDIA H200 GPU (with a 16-core host), bf16 computed natively",
+}
 
 
 def machine_cpu(machines: frozenset[str]) -> str:
@@ -32,3 +40,16 @@ def machine_letters(machines: Iterable[frozenset[str]]) -> dict[frozenset[str], 
     ordered = sorted(machines, key=lambda m: (cpus.index(machine_cpu(m)), sorted(m)))
     return {m: chr(ord("A") + cpus.index(machine_cpu(m))) for m in ordered}
 
+
+
+def machines_legend(root: Path) -> str:
+    """The one legend of the machine letters: each letter, the CPU or GPU its records name, what it computes with.
+    Each table also says the threads or processes its runs used."""
+    rows = [[chr(ord("A") + i), f"`{cpu}`" if cpu else "—", DESCRIBED[cpu]] for i, cpu in enumerate(NAMED_MACHINES)]
+    return markdown(["letter", "recorded as", "what it is"], rows)
+
+
+#: This study's tables: name -> function of the repository root -> markdown (scripts/report.py).
+TABLES: dict[str, Callable[[Path], str]] = {
+    "machines": machines_legend,
+}

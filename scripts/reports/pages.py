@@ -18,6 +18,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "value:speed-verdicts",
     ),
     "RESULTS.md": (
+        "table:machines",
         "table:recipe-current-short",
         "table:recipe-pes",
         "table:pe-order",
@@ -47,6 +48,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
     "docs/results/bias_growth.md": ("table:relbias-scale16",),
     "docs/results/first_cpu_recipe.md": ("table:cpu-recipe-accuracy", "table:cpu-recipe-resolution"),
     "docs/results/recipe.md": (
+        "table:machines",
         "table:recipe-ablation",
         "table:recipe-diagnostic",
         "table:recipe-levers",
