@@ -17,6 +17,7 @@ from reports.records import MISSING, markdown
 CPU_RUNS = {"eager": ("default_cpu_fp32", "recipe_cpu_fp32"),
             "compiled": ("default_cpu_fp32_compiled", "recipe_cpu_fp32_compiled")}
 GPU_RUNS = ("default_h200_bf16", "recipe_h200_bf16")
+NEW_PES_RUN = "new_pes_recipe_cpu_fp32"  # the PEs built to extrapolate, with none and three earlier PEs
 
 
 def _bench(root: Path, name: str) -> dict:
@@ -48,6 +49,12 @@ def bench_targets(mode: str) -> Callable[[Path], str]:
 def bench_targets_gpu(root: Path) -> str:
     """The same targets over the GPU runs (one H200, bf16), where a step is launch-bound and most are missed."""
     checks = target_checks(root, GPU_RUNS)
+    return "\n".join([*targets_grid(checks), "", summary(checks)]) + "\n"
+
+
+def bench_new_pes(root: Path) -> str:
+    """The targets over the benchmark of the PEs built to extrapolate (results/bench/new_pes_recipe_cpu_fp32)."""
+    checks = target_checks(root, [NEW_PES_RUN])
     return "\n".join([*targets_grid(checks), "", summary(checks)]) + "\n"
 
 
@@ -129,6 +136,7 @@ TABLES: dict[str, Callable[[Path], str]] = {
     "bench-gpu": bench_gpu,
     "bench-gpu-ab": bench_gpu_ab,
     "bench-targets-gpu": bench_targets_gpu,
+    "bench-new-pes": bench_new_pes,
 }
 
 #: This study's numbers inside sentences (scripts/report.py's ``<!-- value: NAME -->``).

@@ -39,6 +39,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "table:bench-gpu",
         "table:bench-targets-gpu",
         "table:bench-gpu-ab",
+        "table:bench-new-pes",
     ),
     "docs/data.md": (),
     "docs/position_encodings.md": (),
