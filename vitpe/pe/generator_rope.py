@@ -8,8 +8,8 @@ reference grid spanning [0, 1)), as in ComRoPE's code, so that the generators' s
 grid. Prefix tokens are not rotated. Resize: positions squeezed into the reference range (``interpolate``) or
 continued (``extrapolate``); DINOv3's coordinate augmentation (``shift``, ``jitter``, ``rescale``) in training.
 
-Cost: a matrix exponential per (layer, head, cell, block) in every training step, and a ``b x b`` product per channel
-block of q and k (BENCHMARKS.md).
+Cost: a matrix exponential per (layer, head, cell, block) in every training step (ComRoPE: per distinct coordinate of
+each axis, :mod:`vitpe.pe.comrope`), and a ``b x b`` product per channel block of q and k (BENCHMARKS.md).
 """
 
 
