@@ -4,10 +4,12 @@
     python scripts/report.py --check    # exit 1, naming each page, where a page differs from its records
 
 A page marks a generated table with ``<!-- table: NAME -->`` before it and ``<!-- /table -->`` after it, and a
-generated number inside a sentence with ``<!-- value: NAME -->...<!-- /value -->``; what lies between is replaced by
-:data:`reports.TABLES` [NAME] or :data:`reports.VALUES` [NAME] (scripts/reports/, one module per study). The pages
+generated number inside a sentence with ``<!-- value: NAME [ARG ...] -->...<!-- /value -->``; what lies between is
+replaced by :data:`reports.TABLES` [NAME] or :data:`reports.VALUES` [NAME] (called with the ARGs: e.g. ``sweep-mean``
+gives the mean accuracy of the runs a pattern names in a committed sweep; scripts/reports/, one module per study). The
+pages
 are those of :data:`reports.pages.MARKERS` -- README.md, RESULTS.md, BENCHMARKS.md and every page under docs/ -- and
-each must hold exactly the markers listed there, in order. The check also fails on a marker naming nothing, a table
+each must hold exactly the tables listed there, in order, and as many spans of each value. The check also fails on a marker naming nothing, a table
 or number no page shows, a page under docs/ that the list does not name, and a placeholder left on a page.
 """
 
@@ -17,6 +19,7 @@ import argparse
 import difflib
 import re
 import sys
+from collections import Counter
 from pathlib import Path
 
 from reports import TABLES, VALUES  # one module per study (scripts/reports/), each adding its tables and numbers
@@ -24,8 +27,8 @@ from reports.pages import MARKERS
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
-VALUE = re.compile(r"(<!-- value: (?P<name>[\w-]+) -->)(?P<body>[^\n]*?)(<!-- /value -->)")
-MARKER = re.compile(r"<!-- (table|value): ([\w-]+) -->")
+VALUE = re.compile(r"(<!-- value: (?P<name>[\w-]+)(?P<args>(?: [^\s>]+)*) -->)(?P<body>[^\n]*?)(<!-- /value -->)")
+MARKER = re.compile(r"<!-- (table|value): ([\w-]+)(?: [^\s>]+)* -->")
 CODE = re.compile(r"```.*?```", re.S)
 #: What a page must not say: work not done, written as if it were a result.
 PLACEHOLDERS = re.compile(r"not committed yet|\bTODO\b|\bTBD\b|\bFIXME\b|still to (?:be )?measured?|coming soon|"
@@ -40,19 +43,33 @@ def documentation_pages(root: Path) -> list[str]:
 
 def render(text: str, root: Path, rendered: dict[str, str], page: str) -> str:
     """``text`` with every marked table and value regenerated (``rendered`` caches each one)."""
-    def generated(kind: str, name: str) -> str:
+    def generated(kind: str, name: str, args: tuple[str, ...] = ()) -> str:
         known = TABLES if kind == "table" else VALUES
         if name not in known:
             raise SystemExit(f"error: {page}: <!-- {kind}: {name} --> names no {kind}; known: "
                              f"{', '.join(sorted(known))}")
-        key = f"{kind}:{name}"
+        key = " ".join((f"{kind}:{name}", *args))
         if key not in rendered:
-            made = known[name](root)
+            try:
+                made = known[name](root, *args)
+            except (TypeError, ValueError, KeyError) as err:
+                raise SystemExit(f"error: {page}: <!-- {kind}: {' '.join((name, *args))} -->: {err}") from None
             rendered[key] = made.rstrip("\n") + "\n" if kind == "table" else made
+        rendered[f"{kind}:{name}"] = rendered[key]  # shown, whatever its arguments
         return rendered[key]
 
     text = TABLE.sub(lambda m: m.group(1) + generated("table", m["name"]) + m.group(4), text)
-    return VALUE.sub(lambda m: m.group(1) + generated("value", m["name"]) + m.group(4), text)
+    return VALUE.sub(lambda m: m.group(1) + generated("value", m["name"], tuple(m["args"].split())) + m.group(5),
+                     text)
+
+
+def markers_of(text: str) -> tuple[str, ...]:
+    """A page's markers as :data:`MARKERS` lists them: its tables in order, then each value's name with how many
+    sentences hold it (``"value:sweep-mean x9"``)."""
+    found = MARKER.findall(text)
+    tables = [f"table:{name}" for kind, name in found if kind == "table"]
+    values = Counter(name for kind, name in found if kind == "value")
+    return (*tables, *(f"value:{name} x{count}" for name, count in sorted(values.items())))
 
 
 def layout_errors(root: Path) -> list[str]:
@@ -68,7 +85,7 @@ def layout_errors(root: Path) -> list[str]:
         if page not in MARKERS or not (root / page).is_file():
             continue
         text = (root / page).read_text()
-        found = tuple(f"{kind}:{name}" for kind, name in MARKER.findall(text))
+        found = markers_of(text)
         if found != MARKERS[page]:
             missing = [m for m in MARKERS[page] if m not in found]
             extra = [m for m in found if m not in MARKERS[page]]
@@ -86,7 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 where a page is out of date")
     parser.add_argument("--root", type=Path, default=ROOT, help="the repository (default: this one)")
+    parser.add_argument("--markers", metavar="PAGE", help="print PAGE's markers as scripts/reports/pages.py lists them "
+                                                          "(to update the list after adding a table or a number)")
     args = parser.parse_args(argv)
+    if args.markers:
+        print(markers_of((args.root / args.markers).read_text()))
+        return 0
     rendered: dict[str, str] = {}
     stale = []
     for page in documentation_pages(args.root):

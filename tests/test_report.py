@@ -372,3 +372,22 @@ def test_a_hand_edited_number_inside_a_sentence_fails_the_check_and_is_rewritten
     done = run("--check", "--root", str(root))
     assert done.returncode == 1 and "README.md" in done.stderr
     assert run("--root", str(root)).returncode == 0 and page.read_text() == text
+
+
+def test_numbers_in_sentences_come_from_a_sweep_by_pattern_mode_and_size(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from reports.sweep_values import sweep_change, sweep_gap, sweep_mean, sweep_spread
+
+    records = [{"run": f"{pe}_s{seed}", "pe": pe, "resolution": px, "pe_resize": "interpolate", "accuracy": acc}
+               for pe, seed, px, acc in [("a", 0, 16, 0.50), ("a", 1, 16, 0.52), ("a", 0, 32, 0.55), ("a", 1, 32, 0.53),
+                                         ("b", 0, 16, 0.40), ("b", 0, 32, None)]]
+    (tmp_path / "results/study").mkdir(parents=True)
+    (tmp_path / "results/study/resolution.json").write_text(json.dumps(records))
+    assert sweep_mean(tmp_path, "study", "a_s?", "interpolate", "32") == "54.0"
+    assert sweep_spread(tmp_path, "study", "a_s?", "interpolate", "16") == "51.0 ± 1.4"
+    assert sweep_change(tmp_path, "study", "a_s?", "interpolate", "32", "interpolate", "16") == "+3.0 ± 2.8"  # paired
+    assert sweep_gap(tmp_path, "study", "a_s?", "interpolate", "16", "b_s0", "interpolate", "16") == "11.0"
+    with pytest.raises(ValueError, match="no run of results/study matches 'c_s\\?' at 16 px, interpolate"):
+        sweep_mean(tmp_path, "study", "c_s?", "interpolate", "16")
+    with pytest.raises(ValueError, match="b_s0 could not be evaluated at 32 px"):
+        sweep_mean(tmp_path, "study", "b_s?", "interpolate", "32")

@@ -8,10 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from reports import bench, compare, detail, first_cpu_recipe, imagenette, machines, recipe, text, transfer
+from reports import bench, compare, detail, first_cpu_recipe, imagenette, machines, recipe, sweep_values, text, transfer
 
-STUDIES = (machines, recipe, compare, detail, transfer, first_cpu_recipe, text, bench, imagenette)
-TABLES: dict[str, Callable[[Path], str]] = {name: table for study in STUDIES for name, table in study.TABLES.items()}
+STUDIES = (machines, sweep_values, recipe, compare, detail, transfer, first_cpu_recipe, text, bench, imagenette)
+TABLES: dict[str, Callable[[Path], str]] = {name: table for study in STUDIES
+                                           for name, table in getattr(study, "TABLES", {}).items()}
 #: Numbers inside sentences (``<!-- value: NAME -->``): name -> function of the repository root -> text.
-VALUES: dict[str, Callable[[Path], str]] = {name: value for study in STUDIES
+VALUES: dict[str, Callable[..., str]] = {name: value for study in STUDIES
                                             for name, value in getattr(study, "VALUES", {}).items()}

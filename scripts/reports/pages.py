@@ -9,13 +9,14 @@ entry here fails too.
 
 from __future__ import annotations
 
-#: page (relative to the repository) -> its markers in order, "table:NAME" or "value:NAME".
+#: page (relative to the repository) -> its tables in order ("table:NAME"), then each value it shows inside sentences
+#: with the number of its spans ("value:NAME xCOUNT", by name).
 MARKERS: dict[str, tuple[str, ...]] = {
     "README.md": (
         "table:recipe-pes-short",
         "table:recipe-current-short",
         "table:imagenette-short",
-        "value:speed-verdicts",
+        "value:speed-verdicts x1",
     ),
     "RESULTS.md": (
         "table:machines",
@@ -31,6 +32,10 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "table:transfer-sweep",
         "table:imagenette-recipe",
         "table:imagenette-resolution",
+        "value:sweep-change x15",
+        "value:sweep-gap x10",
+        "value:sweep-mean x21",
+        "value:sweep-spread x7",
     ),
     "BENCHMARKS.md": (
         "table:bench-throughput",

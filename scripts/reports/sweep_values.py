@@ -1,0 +1,76 @@
+"""Numbers inside sentences, read from a committed resolution sweep: the accuracy of the runs a pattern names at one
+size in one resize mode, their mean ± std, or the gap between two such means. A page writes, e.g.,
+
+    RoPE-Mixed reads 32 px at <!-- value: sweep-mean transfer rope_mixed_s? interpolate 32 -->54.3<!-- /value -->%
+
+where ``transfer`` is the study's folder under results/ (its sweep: ``resolution/resolution.json``, or
+``resolution.json`` at the top) and the pattern matches run names as a shell does (``?``, ``*``, ``[0-2]``)."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import statistics
+from pathlib import Path
+from typing import Callable
+
+from reports.records import mean_std
+
+
+def accuracies(root: Path, study: str, pattern: str, mode: str, size: str) -> list[float]:
+    """Accuracy (%) of every run of ``study``'s sweep matching ``pattern`` at ``size`` in ``mode``."""
+    return list(accuracies_by_run(root, study, pattern, mode, size).values())
+
+
+def accuracies_by_run(root: Path, study: str, pattern: str, mode: str, size: str) -> dict[str, float]:
+    """Accuracy (%) by run of every run of ``study``'s sweep matching ``pattern`` at ``size`` in ``mode``; an error
+    naming what is missing when none matches or a matching run could not be evaluated there."""
+    folder = root / "results" / study
+    path = next((p for p in (folder / "resolution/resolution.json", folder / "resolution.json") if p.is_file()), None)
+    if path is None:
+        raise ValueError(f"results/{study} holds no resolution.json")
+    found = [r for r in json.loads(path.read_text()) if fnmatch.fnmatchcase(r["run"], pattern)
+             and r["pe_resize"] == mode and str(r["resolution"]) == size]
+    if not found:
+        raise ValueError(f"no run of results/{study} matches {pattern!r} at {size} px, {mode}")
+    missing = [r["run"] for r in found if r["accuracy"] is None]
+    if missing:
+        raise ValueError(f"{', '.join(missing)} could not be evaluated at {size} px, {mode}")
+    return {r["run"]: 100 * r["accuracy"] for r in found}
+
+
+def sweep_mean(root: Path, study: str, pattern: str, mode: str, size: str) -> str:
+    """The mean accuracy (%, one decimal) of the matching runs."""
+    return f"{statistics.fmean(accuracies(root, study, pattern, mode, size)):.1f}"
+
+
+def sweep_spread(root: Path, study: str, pattern: str, mode: str, size: str) -> str:
+    """Mean ± std over the matching runs (the std only over more than one)."""
+    return mean_std(accuracies(root, study, pattern, mode, size))
+
+
+def sweep_change(root: Path, study: str, pattern: str, mode: str, size: str, base_mode: str, base_size: str) -> str:
+    """Each matching run's change from its own accuracy at ``base_size`` in ``base_mode``, mean ± std with its sign
+    (paired: a seed that is good everywhere does not widen the spread)."""
+    runs = accuracies_by_run(root, study, pattern, mode, size)
+    base = accuracies_by_run(root, study, pattern, base_mode, base_size)
+    if set(runs) != set(base):
+        raise ValueError(f"{pattern!r}: not every run has both {size} px, {mode} and {base_size} px, {base_mode}")
+    return mean_std([runs[name] - base[name] for name in sorted(runs)], signed=True)
+
+
+def sweep_gap(root: Path, study: str, *two: str) -> str:
+    """How far apart (points, one decimal, unsigned) the means of two selections are: ``PATTERN MODE SIZE`` twice."""
+    if len(two) != 6:
+        raise ValueError("sweep-gap takes STUDY and then PATTERN MODE SIZE twice")
+    first, second = (statistics.fmean(accuracies(root, study, *two[i:i + 3])) for i in (0, 3))
+    return f"{abs(first - second):.1f}"
+
+
+#: Numbers inside sentences (scripts/report.py's ``<!-- value: NAME ARG ... -->``).
+VALUES: dict[str, Callable[..., str]] = {
+    "sweep-mean": sweep_mean,
+    "sweep-spread": sweep_spread,
+    "sweep-gap": sweep_gap,
+    "sweep-change": sweep_change,
+}
