@@ -376,7 +376,7 @@ def test_a_hand_edited_number_inside_a_sentence_fails_the_check_and_is_rewritten
 
 def test_numbers_in_sentences_come_from_a_sweep_by_pattern_mode_and_size(tmp_path):
     sys.path.insert(0, str(ROOT / "scripts"))
-    from reports.sweep_values import sweep_change, sweep_gap, sweep_mean, sweep_spread
+    from reports.record_values import sweep_change, sweep_gap, sweep_mean, sweep_spread
 
     records = [{"run": f"{pe}_s{seed}", "pe": pe, "resolution": px, "pe_resize": "interpolate", "accuracy": acc}
                for pe, seed, px, acc in [("a", 0, 16, 0.50), ("a", 1, 16, 0.52), ("a", 0, 32, 0.55), ("a", 1, 32, 0.53),

@@ -58,6 +58,15 @@ def bench_new_pes(root: Path) -> str:
     return "\n".join([*targets_grid(checks), "", summary(checks)]) + "\n"
 
 
+def gpu_step_ms(root: Path) -> str:
+    """The range of a training step's time (ms) over every model of the GPU runs (each PE, and timm's ViT)."""
+    steps = []
+    for name in GPU_RUNS:
+        result = _bench(root, name)
+        steps += [1000 * result["config"]["batch"] / r["train_img_s"] for r in result["rows"]]
+    return f"{min(steps):.1f}–{max(steps):.1f} ms"
+
+
 def speed_verdicts(root: Path) -> str:
     """The README's sentence on the targets: how many each kind of run meets and misses."""
     def counted(runs: Iterable[str]) -> str:
@@ -142,4 +151,5 @@ TABLES: dict[str, Callable[[Path], str]] = {
 #: This study's numbers inside sentences (scripts/report.py's ``<!-- value: NAME -->``).
 VALUES: dict[str, Callable[[Path], str]] = {
     "speed-verdicts": speed_verdicts,
+    "gpu-step-ms": gpu_step_ms,
 }

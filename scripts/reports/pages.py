@@ -17,6 +17,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "table:recipe-current-short",
         "table:imagenette-short",
         "value:speed-verdicts x1",
+        "value:sweep-mean x3",
     ),
     "RESULTS.md": (
         "table:machines",
@@ -45,6 +46,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "table:bench-targets-gpu",
         "table:bench-gpu-ab",
         "table:bench-new-pes",
+        "value:gpu-step-ms x1",
     ),
     "docs/data.md": (),
     "docs/position_encodings.md": (),
@@ -61,6 +63,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "table:recipe-anchors",
         "table:recipe-gpu-four",
         "table:recipe-gpu",
+        "value:run-minutes x4",
     ),
     "docs/results/text.md": (
         "table:text-order",
@@ -68,7 +71,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "table:sst2",
         "table:sst2-trials",
     ),
-    "docs/speed.md": (),
+    "docs/speed.md": ("value:gpu-step-ms x1",),
     "docs/text.md": (),
     "docs/training.md": (),
 }
