@@ -112,16 +112,16 @@ def test_recipe_wall_times_are_divided_only_by_the_loop_on_the_same_machine(tmp_
 
     grid = tmp_path / "results/recipe/grid"
     _recipe_run(grid, "timm_s0", None, 50, 0.70, None)            # machine A (not recorded)
-    _recipe_run(grid, "timm_again_s0", None, 20, 0.70, "fast")    # machine D (after the named A and B, the names'
+    _recipe_run(grid, "timm_again_s0", None, 20, 0.70, "fast")    # machine F (after the named A-D, the names'
     # order): 2.5x faster
     _recipe_run(grid, "cpb_s0", "cpb", 40, 0.78, None)            # 40 / 50
     _recipe_run(grid, "cpb_s1", "cpb", 10, 0.79, "fast")          # 10 / 20
-    _recipe_run(grid, "none_s0", "none", 5, 0.74, "elsewhere")    # no loop ran there
+    _recipe_run(grid, "none_s0", "none", 5, 0.74, "elsewhere")    # machine E: no loop ran there
     table = recipe_pes(tmp_path)
     row = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in table.splitlines() if line.startswith("| ")}
-    assert row["`cpb`"][4] == "A / D / …" and row["`cpb`"][6].strip(" |") == "0.65"  # (0.8 + 0.5) / 2
+    assert row["`cpb`"][4] == "A / F / …" and row["`cpb`"][6].strip(" |") == "0.65"  # (0.8 + 0.5) / 2
     assert row["`none`"][6].strip(" |") == "—"
-    assert "C: elsewhere (no loop ran there: no ratio)" in table
+    assert "E: elsewhere (no loop ran there: no ratio)" in table
     short = recipe_pes_short(tmp_path)
     assert short.count("plain timm loop") == 1 and "| `cpb` | 78.5 ± 0.7 | 2 | 0.65 |" in short
     assert "— ran on a machine where the loop did not run" in short
@@ -295,8 +295,8 @@ def test_transfer_training_minutes_are_given_per_machine_when_runs_ran_on_severa
     (base / "resolution/resolution.json").write_text(json.dumps(records))
     table = transfer_remedies(tmp_path)
     row = next(line for line in table.splitlines() if line.startswith("| `sincos`"))
-    assert row.endswith("| 6.0 (C) / 7.5 (D) |")  # each machine's mean, never one mean across machines
-    assert "Training minutes by machine: C: fast; D: slow." in table
+    assert row.endswith("| 6.0 (E) / 7.5 (F) |")  # each machine's mean, never one mean across machines (unnamed CPUs: after the named A-D)
+    assert "Training minutes by machine: E: fast; F: slow." in table
     shutil.rmtree(base / "trained/sincos_s1")  # one machine: no letters
     records = [r for r in records if r["run"] != "sincos_s1"]
     (base / "resolution/resolution.json").write_text(json.dumps(records))
