@@ -33,9 +33,9 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "table:transfer-sweep",
         "table:imagenette-recipe",
         "table:imagenette-resolution",
-        "value:sweep-change x15",
-        "value:sweep-gap x10",
-        "value:sweep-mean x21",
+        "value:sweep-change x34",
+        "value:sweep-gap x18",
+        "value:sweep-mean x44",
         "value:sweep-spread x7",
     ),
     "BENCHMARKS.md": (
