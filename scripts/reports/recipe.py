@@ -268,7 +268,7 @@ def recipe_levers(root: Path) -> str:
     goals = " and ".join(f"`{pe}` ≥ {goal:.1f}%" for pe, goal in LEVER_GOALS.items())
     line = (f"Goal: {goals}, mean of three seeds, in no more wall time than the loop (one thread each, side by "
             f"side). " + (f"Met by: {'; '.join(met_by)}." if met_by else "Not met yet."))
-    header = ["lever", "what changed"]
+    header = ["change", "what it adds"]
     for pe in LEVER_GOALS:
         header += [f"`{pe}`: test acc. (%), seeds 0 / 1 / 2", "mean ± std", "wall / the loop's"]
     return markdown(header, rows) + "\n" + " ".join(filter(None, [line, partial_note(partial)])) + "\n"
