@@ -26,9 +26,10 @@ from reports import TABLES, VALUES  # one module per study (scripts/reports/), e
 from reports.pages import MARKERS
 
 ROOT = Path(__file__).resolve().parents[1]
-TABLE = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
-VALUE = re.compile(r"(<!-- value: (?P<name>[\w-]+)(?P<args>(?: [^\s>]+)*) -->)(?P<body>[^\n]*?)(<!-- /value -->)")
-MARKER = re.compile(r"<!-- (table|value): ([\w-]+)(?: [^\s>]+)* -->")
+# a table's markers stand on lines of their own, a value's anywhere but in inline code (where a page shows the syntax)
+TABLE = re.compile(r"^(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /table -->)$", re.S | re.M)
+VALUE = re.compile(r"(?<!`)(<!-- value: (?P<name>[\w-]+)(?P<args>(?: [^\s>]+)*) -->)(?P<body>[^\n]*?)(<!-- /value -->)")
+MARKER = re.compile(r"^<!-- (table): ([\w-]+) -->$|(?<!`)<!-- (value): ([\w-]+)(?: [^\s>]+)* -->", re.M)
 CODE = re.compile(r"```.*?```", re.S)
 #: What a page must not say: work not done, written as if it were a result.
 PLACEHOLDERS = re.compile(r"not committed yet|\bTODO\b|\bTBD\b|\bFIXME\b|still to (?:be )?measured?|coming soon|"
@@ -66,7 +67,7 @@ def render(text: str, root: Path, rendered: dict[str, str], page: str) -> str:
 def markers_of(text: str) -> tuple[str, ...]:
     """A page's markers as :data:`MARKERS` lists them: its tables in order, then each value's name with how many
     sentences hold it (``"value:sweep-mean x9"``)."""
-    found = MARKER.findall(text)
+    found = [(table or value, table_name or value_name) for table, table_name, value, value_name in MARKER.findall(text)]
     tables = [f"table:{name}" for kind, name in found if kind == "table"]
     values = Counter(name for kind, name in found if kind == "value")
     return (*tables, *(f"value:{name} x{count}" for name, count in sorted(values.items())))
