@@ -36,7 +36,7 @@ from vitpe.loading.checkpoint import build_from_checkpoint
 from vitpe.machine import checked_device
 from vitpe.pe.grid import RESIZE_MODES
 from vitpe.resolution import cached_evaluate_run, find_run, parse_modes, parse_resolutions, write_reports
-from vitpe.resolution.sweep import parse_pe_options, with_pe_options
+from vitpe.resolution.sweep import parse_pe_options, split_run_spec, with_pe_options
 from vitpe.resolution.lengths import cached_evaluate_lengths, parse_lengths
 from vitpe.resolution.pe_plots import plot_pe
 from vitpe.resolution.pretrained import PretrainedRun, cached_evaluate_pretrained, is_pretrained_spec, parse_data
@@ -45,7 +45,8 @@ from vitpe.resolution.pretrained import PretrainedRun, cached_evaluate_pretraine
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", help="run folders (their checkpoint.pt), checkpoint files, or pretrained "
-                                                "timm models as timm:NAME or timm:NAME@WEIGHTS_FILE")
+                                                "timm models as timm:NAME or timm:NAME@WEIGHTS_FILE; RUN@NAME=VALUE"
+                                                "[,NAME=VALUE]: that run with PE options of its own")
     parser.add_argument("--resolutions", default="16,24,32,40,48,64", help="N or HxW, comma-separated")
     parser.add_argument("--lengths", help="text runs: sequence lengths, comma-separated (instead of --resolutions)")
     parser.add_argument("--pe-resize", default="interpolate,extrapolate",
@@ -97,7 +98,12 @@ def sweep(args: argparse.Namespace) -> None:
     if args.data and not pretrained:
         raise ValueError("--data is the test set of timm: models; trained runs use their own data set")
     pe_options = parse_pe_options(args.pe_option)
-    runs = [with_pe_options(find_run(path, args.best), pe_options) for path in args.runs if not is_pretrained_spec(path)]
+    runs = []
+    for spec in args.runs:
+        if is_pretrained_spec(spec):
+            continue
+        path, own = split_run_spec(spec)  # RUN@NAME=VALUE: this run with a PE option of its own
+        runs.append(with_pe_options(find_run(path, args.best), {**pe_options, **parse_pe_options(own)}))
     data_root = args.data_root
     checked_device(args.device)
     keep_freed_memory(args.device)

@@ -7,13 +7,15 @@
 #   finetuned/<pe>_s<seed>_<px>_<mode> one epoch at FINETUNE_SIZES from trained/, positions interpolated or
 #                                     extrapolated (configs/finetune_res.yaml)
 # then every run evaluated at RESOLUTIONS in the interpolate, extrapolate, ntk and yarn modes (a PE without
-# frequencies skips the last two, with the reason in the records) on the first EVAL_LIMIT test images.
+# frequencies skips the last two, with the reason in the records) on the first EVAL_LIMIT test images; each
+# EVAL_OPTIONS entry PE:NAME=VALUE also tests that PE's trained runs with a PE option changed (eval.py RUN@NAME=VALUE,
+# e.g. lookhere:large_grid_slope=0.6, LookHere's lower slope for larger grids).
 # Finished runs are skipped, interrupted ones resumed, finished evaluations reused: rerun the command to continue.
 #
 #   VITPE_DATA=/path/to/data [PYTHON=python] [JOBS=2] [SEEDS="0 1 2"] [PES="..."] [AUG_PES="..."] [AUGS="..."] \
 #     [FINETUNE_SIZES="24 32"] [RESOLUTIONS=16,20,...] [EVAL_LIMIT=2000] [STAGES="train augment finetune evaluate"] \
 #     [CONFIG=configs/cifar10_detail.yaml] [FINETUNE_CONFIG=configs/finetune_res.yaml] [EXTRA="key=value ..."] \
-#     [RECORDS=results/transfer] scripts/transfer.sh [RUNS_DIR]
+#     [EVAL_OPTIONS="pe:name=value ..."] [RECORDS=results/transfer] scripts/transfer.sh [RUNS_DIR]
 #
 # AUGS: name=key=value,key=value entries, each a setting of the PE options shift, jitter and rescale (DINOv3's
 # released configs: rescale=2) and fuzzy (ViTAR's per-position offset, learnable only), or of crop_scale=MIN:MAX, the
@@ -86,6 +88,11 @@ if [[ $stages == *" evaluate "* ]]; then
   existing=()
   for run in "${trained[@]}" "${augmented[@]}" "${finetuned[@]}"; do
     [ -f "$run/checkpoint.pt" ] && existing+=("$run")
+  done
+  for entry in ${EVAL_OPTIONS:-}; do  # PE:NAME=VALUE[,NAME=VALUE]: that PE's trained runs also tested so
+    for run in "${trained[@]}"; do
+      [[ $(basename "$run") == "${entry%%:*}"_s* && -f "$run/checkpoint.pt" ]] && existing+=("$run@${entry#*:}")
+    done
   done
   evaluate=("$PYTHON" eval.py --resolutions "${RESOLUTIONS:-16,20,24,28,32,40,48}"
             --pe-resize interpolate,extrapolate,ntk,yarn --out "$runs/resolution" --limit "${EVAL_LIMIT:-2000}")

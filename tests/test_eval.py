@@ -262,6 +262,12 @@ def test_a_pe_option_changed_at_evaluation_is_a_run_of_its_own(tmp_path):
     assert records[("lookhere", 32)]["loss"] != records[("lookhere@large_grid_slope=0.25", 32)]["loss"]
     assert eval_cli.main([str(run), "--resolutions", "16", "--out", str(out), "--pe-option", "slope"]) == 2
     assert eval_cli.main([str(run), "--resolutions", "16", "--out", str(out), "--pe-option", "nonsense=1"]) == 2
+    both = tmp_path / "both"  # the run as trained and with its option, in one sweep: RUN@NAME=VALUE
+    assert eval_cli.main([str(run), f"{run}@large_grid_slope=0.25", "--resolutions", "32", "--pe-resize",
+                          "extrapolate", "--out", str(both)]) == 0
+    swept = {r["run"]: r for r in json.loads((both / "resolution.json").read_text())}
+    assert set(swept) == {"lookhere", "lookhere@large_grid_slope=0.25"}
+    assert swept["lookhere@large_grid_slope=0.25"]["loss"] == records[("lookhere@large_grid_slope=0.25", 32)]["loss"]
 
 
 def test_a_run_reads_its_own_data_root_and_falls_back_to_vitpe_data_only_when_that_folder_is_not_here(tmp_path,

@@ -349,7 +349,7 @@ def test_transfer_script_trains_augments_fine_tunes_and_evaluates_in_every_mode(
     env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "CONFIG": "configs/smoke.yaml",
            "PES": "rope_axial", "AUG_PES": "rope_axial", "AUGS": "r2=rescale=2,jitter=1.5 z=crop_scale=0.25:1",
            "SEEDS": "0", "FINETUNE_SIZES": "24", "RESOLUTIONS": "16,24", "EVAL_LIMIT": "64", "JOBS": "2",
-           "OMP_NUM_THREADS": "1",
+           "OMP_NUM_THREADS": "1", "EVAL_OPTIONS": "rope_axial:theta=50",
            "EXTRA": "data.dataset=synthetic data.synthetic_size=128 data.img_size=16 train.epochs=1",
            "RECORDS": str(tmp_path / "kept")}
     runs = tmp_path / "transfer"
@@ -367,7 +367,8 @@ def test_transfer_script_trains_augments_fine_tunes_and_evaluates_in_every_mode(
         assert json.loads((tuned / "init.json").read_text())["run"] == str(runs / "trained" / "rope_axial_s0")
     records = json.loads((runs / "resolution" / "resolution.json").read_text())
     assert {r["run"] for r in records} == {"rope_axial_s0", "rope_axial_r2_s0", "rope_axial_z_s0",
-                                           "rope_axial_s0_24_interpolate", "rope_axial_s0_24_extrapolate"}
+                                           "rope_axial_s0_24_interpolate", "rope_axial_s0_24_extrapolate",
+                                           "rope_axial_s0@theta=50"}  # EVAL_OPTIONS: tested with a PE option too
     assert {r["pe_resize"] for r in records} == {"interpolate", "extrapolate", "ntk", "yarn"}
     # RECORDS: every run's records and the sweep, kept without checkpoints, enough to rebuild the sweep's tables
     kept = tmp_path / "kept"

@@ -119,6 +119,15 @@ def with_pe_options(run: Run, options: dict[str, Any]) -> Run:
     return Run(f"{run.name}@{suffix}", run.checkpoint, ckpt)
 
 
+def split_run_spec(spec: str) -> tuple[str, list[str]]:
+    """``"runs/x_s0@large_grid_slope=0.6,global_slope=2"`` -> ``("runs/x_s0", ["large_grid_slope=0.6",
+    "global_slope=2"])``: a run evaluated with PE options of its own; a spec without ``@NAME=`` is a path alone."""
+    path, at, options = spec.rpartition("@")
+    if not at or "=" not in options:
+        return spec, []
+    return path, options.split(",")
+
+
 def parse_pe_options(items: Iterable[str]) -> dict[str, Any]:
     """``["large_grid_slope=0.6"]`` -> ``{"large_grid_slope": 0.6}`` (values read as YAML)."""
     options = {}
