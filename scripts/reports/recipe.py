@@ -332,6 +332,18 @@ def recipe_anchors(root: Path) -> str:
                      "wall / the float32 loop's", "wall / the bf16 loop's"], rows)
 
 
+def against_each_loop(runs: list[Run], loops: dict[frozenset[str], list[Run]]) -> str:
+    """The runs' mean wall time over each loop run on their machine (:func:`anchor_machine`) in turn: one ratio, or the
+    range "a–b" when the loop's runs differ; "—" where no loop ran there."""
+    ratios = []
+    for loop in (loop for run in runs for loop in loops.get(anchor_machine(run.machines), [])):
+        ratios.append(statistics.fmean(r.minutes for r in runs) / loop.minutes)
+    if not ratios:
+        return "—"
+    low, high = f"{min(ratios):.2f}", f"{max(ratios):.2f}"
+    return low if low == high else f"{low}–{high}"
+
+
 def recipe_current_short(root: Path) -> str:
     """The README's line on the current recipe: each goal PE's accuracy over its seeds and wall time against the
     float32 loop side by side, and, where it ran so, one run at a time on both cores (:data:`BOTH_CORES`, each
@@ -346,12 +358,16 @@ def recipe_current_short(root: Path) -> str:
         parts.append(f"`{pe}` {mean_std([r.accuracy for r in runs])}% ({seeds})")  # CIFAR-10's test split
         ratios.append(against_loop(runs, loop_minutes))
         beside.append(side_by_side(runs, loops))
+    two_thread_loops = by_machine([loop for anchor in sorted({a for _, a in BOTH_CORES.values()})
+                                   for loop in finished_loops(recipe / f"{CURRENT}_{anchor}")])
     alone = []
     for suffix, (how, _) in BOTH_CORES.items():
-        pes = [f"`{pe}` {against_loop(runs, mean_minutes(both_cores_loops(root, suffix)))}" for pe in LEVER_GOALS
+        pes = [f"`{pe}` {against_each_loop(runs, two_thread_loops)}" for pe in LEVER_GOALS
                if (runs := finished_recipe_runs(recipe / f"{CURRENT}_{suffix}", f"{pe}_s[0-9]*"))]
         alone += [f"{how}, {', '.join(pes)}"] if pes else []
-    both = f"; alone on both cores: {'; '.join(alone)}" if alone else ""
+    count = sum(map(len, two_thread_loops.values()))
+    both = (f"; alone on both cores, against each of the loop's {count} two-thread runs on the same CPU: "
+            f"{'; '.join(alone)}") if alone else ""
     when = ("side by side on one thread each" if all(beside) else
             "one thread each, the loop's runs made at another time on the same CPU (not side by side)")
     return (f"`configs/cifar10.yaml` (conv stem, bf16, 24 epochs): {', '.join(parts)}, in {' / '.join(ratios)} of the "
