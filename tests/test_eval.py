@@ -322,3 +322,18 @@ def test_a_run_fine_tuned_at_another_size_is_labelled_with_the_size_it_trained_a
     assert {r["train_resolution"] for r in records} == {24}  # not the 16 px grid it was built for
     at_24 = next(r for r in records if r["resolution"] == 24)
     assert at_24["accuracy"] == json.loads((tuned / "metrics.jsonl").read_text().splitlines()[-1])["test_acc"]
+
+
+@pytest.mark.parametrize("name", __import__("vitpe.pe.registry", fromlist=["available"]).available())
+def test_every_pe_can_be_drawn(tmp_path, name):
+    """--plot-pe draws every PE (PaPE's widened q, k included, through the attention's own hook)."""
+    import vitpe.pe
+    from vitpe.resolution.pe_plots import plot_pe
+
+    torch.manual_seed(0)
+    try:
+        pe = vitpe.pe.build(name, dim=32, heads=2, depth=2, grid=(4, 4), num_prefix_tokens=1)
+    except (TypeError, ValueError) as err:  # a 1D-only PE
+        pytest.skip(f"{name}: {err}")
+    drawn = plot_pe(pe.eval(), (6, 6), tmp_path / "pe.png", name)
+    assert drawn == (tmp_path / "pe.png").is_file()

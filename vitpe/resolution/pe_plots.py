@@ -30,9 +30,9 @@ def _patterns(pe: PositionEncoding, grid: tuple[int, int]) -> torch.Tensor | Non
         sim = (emb @ emb.T).reshape(gh, gw, gh, gw)  # position (r, c) -> map over (r', c')
         return sim.permute(0, 2, 1, 3).reshape(gh * gh, gw * gw)  # mosaic (gh * gh, gw * gw)
     if pe.site == "qk":
-        x = torch.ones(pe.heads, P + gh * gw, pe.head_dim)  # same content everywhere
-        q, k = pe.rotate(x, state, 0), pe.rotate(x, state, 0)  # (nH, T, Dh)
-        scores = (q[:, centre:centre + 1] @ k[:, P:].transpose(-1, -2)) / pe.head_dim ** 0.5  # (nH, 1, N)
+        qkv = torch.ones(3, pe.heads, P + gh * gw, pe.head_dim)  # same content everywhere
+        q, k, _ = pe.rotate_qkv(qkv, state, 0)  # (nH, T, E): E = Dh, or wider for a PE that widens q, k (PaPE)
+        scores = (q[:, centre:centre + 1] @ k[:, P:].transpose(-1, -2)) / q.shape[-1] ** 0.5  # (nH, 1, N)
         return scores.reshape(pe.heads, gh, gw).permute(1, 0, 2).reshape(gh, pe.heads * gw)  # heads side by side
     if pe.site == "logits":
         bias = pe.attention_bias(state, 0)[:, centre, P:]  # (nH, N)
