@@ -15,17 +15,25 @@ import statistics
 from pathlib import Path
 from typing import Callable
 
-from reports.records import mean_std
+from reports.records import with_sign
 
 
 def accuracies(root: Path, study: str, pattern: str, mode: str, size: str) -> list[float]:
-    """Accuracy (%) of every run of ``study``'s sweep matching ``pattern`` at ``size`` in ``mode``."""
+    """Accuracy (a fraction) of every run of ``study``'s sweep matching ``pattern`` at ``size`` in ``mode``."""
     return list(accuracies_by_run(root, study, pattern, mode, size).values())
 
 
+def in_points(fractions: list[float], signed: bool = False) -> str:
+    """Mean ± std of ``fractions`` in points (%), one decimal, scaled after averaging as the sweep's tables are, so a
+    sentence and a table round the same records alike; the std only over more than one value."""
+    mean = 100 * statistics.fmean(fractions)
+    text = with_sign(mean) if signed else f"{mean:.1f}"
+    return text + (f" ± {100 * statistics.stdev(fractions):.1f}" if len(fractions) > 1 else "")
+
+
 def accuracies_by_run(root: Path, study: str, pattern: str, mode: str, size: str) -> dict[str, float]:
-    """Accuracy (%) by run of every run of ``study``'s sweep matching ``pattern`` at ``size`` in ``mode``; an error
-    naming what is missing when none matches or a matching run could not be evaluated there."""
+    """Accuracy (a fraction) by run of every run of ``study``'s sweep matching ``pattern`` at ``size`` in ``mode``; an
+    error naming what is missing when none matches or a matching run could not be evaluated there."""
     folder = root / "results" / study
     path = next((p for p in (folder / "resolution/resolution.json", folder / "resolution.json") if p.is_file()), None)
     if path is None:
@@ -37,17 +45,17 @@ def accuracies_by_run(root: Path, study: str, pattern: str, mode: str, size: str
     missing = [r["run"] for r in found if r["accuracy"] is None]
     if missing:
         raise ValueError(f"{', '.join(missing)} could not be evaluated at {size} px, {mode}")
-    return {r["run"]: 100 * r["accuracy"] for r in found}
+    return {r["run"]: r["accuracy"] for r in found}
 
 
 def sweep_mean(root: Path, study: str, pattern: str, mode: str, size: str) -> str:
     """The mean accuracy (%, one decimal) of the matching runs."""
-    return f"{statistics.fmean(accuracies(root, study, pattern, mode, size)):.1f}"
+    return f"{100 * statistics.fmean(accuracies(root, study, pattern, mode, size)):.1f}"
 
 
 def sweep_spread(root: Path, study: str, pattern: str, mode: str, size: str) -> str:
     """Mean ± std over the matching runs (the std only over more than one)."""
-    return mean_std(accuracies(root, study, pattern, mode, size))
+    return in_points(accuracies(root, study, pattern, mode, size))
 
 
 def sweep_change(root: Path, study: str, pattern: str, mode: str, size: str, base_mode: str, base_size: str) -> str:
@@ -57,7 +65,7 @@ def sweep_change(root: Path, study: str, pattern: str, mode: str, size: str, bas
     base = accuracies_by_run(root, study, pattern, base_mode, base_size)
     if set(runs) != set(base):
         raise ValueError(f"{pattern!r}: not every run has both {size} px, {mode} and {base_size} px, {base_mode}")
-    return mean_std([runs[name] - base[name] for name in sorted(runs)], signed=True)
+    return in_points([runs[name] - base[name] for name in sorted(runs)], signed=True)
 
 
 def sweep_gap(root: Path, study: str, *two: str) -> str:
@@ -65,7 +73,7 @@ def sweep_gap(root: Path, study: str, *two: str) -> str:
     if len(two) != 6:
         raise ValueError("sweep-gap takes STUDY and then PATTERN MODE SIZE twice")
     first, second = (statistics.fmean(accuracies(root, study, *two[i:i + 3])) for i in (0, 3))
-    return f"{abs(first - second):.1f}"
+    return f"{100 * abs(first - second):.1f}"
 
 
 def run_minutes(root: Path, *folders: str) -> str:

@@ -125,8 +125,9 @@ def transfer_sweep(root: Path) -> str:
     extrapolated: mean ± std over seeds (first 2,000 test images)."""
     records = [r for r in sweep(root / "results/transfer/resolution/resolution.json")
                if r["pe_resize"] in ("interpolate", "extrapolate") and transfer_remedy(r["run"], r["pe"])[0] == "trained"]
-    for r in records:  # a run tested with an option changed is a row of its own
-        r["group"] = r["pe"] + (f", {r['run'].partition('@')[2]}" if "@" in r["run"] else "")
+    for r in records:  # a run tested with an option changed is a row of its own, named by its option
+        if "@" in r["run"]:
+            r["pe"] = r["group"] = f"{r['pe']}, {r['run'].partition('@')[2]}"
     return resolution_table(records)
 
 
