@@ -160,3 +160,19 @@ def test_todays_rope_vits_fine_tune_and_evaluate_from_a_weights_file(name, size,
     records = json.loads((tmp_path / "sweep" / "resolution.json").read_text())
     assert {r["resolution"] for r in records if r["accuracy"] is not None} == {224, "160x192" if "dinov3" in name
                                                                                else "140x168"}
+
+
+def test_weights_that_cannot_be_fetched_name_the_command_that_asked_for_them(monkeypatch):
+    """A download that fails (no network) is one line starting with the key or command given the spec."""
+    from vitpe.config import ConfigError
+    from vitpe.loading.pretrained import load_pretrained
+
+    def offline(*args, **kwargs):
+        raise OSError("could not reach the hub")
+
+    monkeypatch.setattr(timm, "create_model", offline)
+    for where in ("model.init", "eval.py"):
+        with pytest.raises(ConfigError) as err:
+            load_pretrained("timm:vit_tiny_patch16_224", where)
+        assert str(err.value).startswith(f"{where} 'timm:vit_tiny_patch16_224': the weights could not be loaded "
+                                         "(no network, or not downloadable here?): could not reach the hub")

@@ -94,8 +94,8 @@ def load_pretrained(spec: str, where: str = "model.init") -> Pretrained:
         raise ConfigError(f"{where} {spec!r}: timm could not load the weights ({err}); give a local weights file "
                           f"as timm:{name}@/path/to/weights") from None
     except (OSError, ValueError) as err:
-        where = f"from {file}" if file else "(no network, or not downloadable here?)"
-        raise ConfigError(f"{where} {spec!r}: the weights could not be loaded {where}: {err}; give a local weights "
+        source = f"from {file}" if file else "(no network, or not downloadable here?)"
+        raise ConfigError(f"{where} {spec!r}: the weights could not be loaded {source}: {err}; give a local weights "
                           f"file as timm:{name}@/path/to/weights") from None
     data_config = resolve_data_config({}, model=model)
     return Pretrained(spec, convert(model), list(data_config["mean"]), list(data_config["std"]), data_config)
