@@ -55,8 +55,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--best", action="store_true", help="use best.pt instead of checkpoint.pt of run folders")
     parser.add_argument("--ema", action="store_true", help="evaluate the EMA weights when the run has them")
-    parser.add_argument("--data-root", help="where the test data lives (default: the run's data.root, or $VITPE_DATA when that "
-                        "folder is not on this machine)")
+    parser.add_argument("--data-root", help="where the test data lives (default: the run's data.root, or "
+                                             "$VITPE_DATA when that folder is not on this machine)")
     parser.add_argument("--data", help="for timm: models, the test images: imagefolder:DIR (DIR/<class>/<image>)")
     parser.add_argument("--workers", type=non_negative_int, default=2,
                         help="image-decoding processes for --data (0: decode in this process)")
@@ -104,7 +104,6 @@ def sweep(args: argparse.Namespace) -> None:
             continue
         path, own = split_run_spec(spec)  # RUN@NAME=VALUE: this run with a PE option of its own
         runs.append(with_pe_options(find_run(path, args.best), {**pe_options, **parse_pe_options(own)}))
-    data_root = args.data_root
     checked_device(args.device)
     keep_freed_memory(args.device)
     common = dict(limit=args.limit, batch_size=args.batch_size, use_ema=args.ema, device=args.device,
@@ -124,8 +123,8 @@ def sweep(args: argparse.Namespace) -> None:
                 records += cached_evaluate_lengths(run, Path(args.out) / "runs", lengths, modes, progress=bar,
                                                    **common)
             else:
-                records += cached_evaluate_run(run, Path(args.out) / "runs", sizes, modes, data_root=data_root,
-                                               progress=bar, **common)
+                records += cached_evaluate_run(run, Path(args.out) / "runs", sizes, modes,
+                                               data_root=args.data_root, progress=bar, **common)
     if lengths:
         paths = write_reports(records, args.out, "length", "Accuracy against sequence length")
     else:

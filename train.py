@@ -39,7 +39,7 @@ from vitpe.engine.distributed import DistInfo, all_reduce_sum, init_distributed,
 from vitpe.engine.loop import TrainState, evaluate, train_one_epoch
 from vitpe.engine.metrics_file import append_record, read_records, save_records
 from vitpe.engine.optimizer import build_optimizer, build_scheduler
-from vitpe.engine.precision import emulated_bf16_note, resolve_precision
+from vitpe.engine.precision import emulated_bf16_note, fast_in_float32_note, resolve_precision
 from vitpe.engine.preemption import Preempted, StopRequests
 from vitpe.engine.run_lock import RunLock, RunLockedError
 from vitpe.loading.checkpoint import LAYOUT_ENTRIES, CheckpointError, load_checkpoint, save_atomic, upgrade_checkpoint
@@ -127,13 +127,10 @@ def run(args: argparse.Namespace, stops: StopRequests) -> None:
         raise ConfigError(missing)
     if t.threads:
         torch.set_num_threads(t.threads)
-    if t.precision == "fast":  # saved resolved, so that a resumed or evaluated run computes as it trained
-        t.precision = resolve_precision(device, t.precision)
-        if t.precision == "fp32":
-            notes.append("note: train.precision=fast trains in float32 here: this CPU has no bf16 instructions "
-                         "(no avx512_bf16, amx_bf16 or bf16 among its flags), where bf16 autocast is emulated")
-    if note := emulated_bf16_note(device, t.precision):
-        notes.append(note)
+    for note in (fast_in_float32_note(device, t.precision), emulated_bf16_note(device, t.precision)):
+        if note:
+            notes.append(note)
+    t.precision = resolve_precision(device, t.precision)  # saved resolved: a resumed or evaluated run computes alike
     keep_freed_memory(device)
     dist_info = init_distributed(device.type)
     if device.type == "cuda":

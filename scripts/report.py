@@ -6,11 +6,11 @@
 A page marks a generated table with ``<!-- table: NAME -->`` before it and ``<!-- /table -->`` after it, and a
 generated number inside a sentence with ``<!-- value: NAME [ARG ...] -->...<!-- /value -->``; what lies between is
 replaced by :data:`reports.TABLES` [NAME] or :data:`reports.VALUES` [NAME] (called with the ARGs: e.g. ``sweep-mean``
-gives the mean accuracy of the runs a pattern names in a committed sweep; scripts/reports/, one module per study). The
-pages
-are those of :data:`reports.pages.MARKERS` -- README.md, RESULTS.md, BENCHMARKS.md and every page under docs/ -- and
-each must hold exactly the tables listed there, in order, and as many spans of each value. The check also fails on a marker naming nothing, a table
-or number no page shows, a page under docs/ that the list does not name, and a placeholder left on a page.
+gives the mean accuracy of the runs a pattern names in a committed sweep; scripts/reports/, one module per study).
+The pages are those of :data:`reports.pages.MARKERS` -- README.md, RESULTS.md, BENCHMARKS.md and every page under
+docs/ -- and each must hold exactly the tables listed there, in order, and as many spans of each value. The check
+also fails on a marker naming nothing, a table or number no page shows, a page under docs/ that the list does not
+name, and a placeholder left on a page.
 """
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ def render(text: str, root: Path, rendered: dict[str, str], page: str) -> str:
 def markers_of(text: str) -> tuple[str, ...]:
     """A page's markers as :data:`MARKERS` lists them: its tables in order, then each value's name with how many
     sentences hold it (``"value:sweep-mean x9"``)."""
-    found = [(table or value, table_name or value_name) for table, table_name, value, value_name in MARKER.findall(text)]
+    found = [(table or value, table_name or value_name)
+             for table, table_name, value, value_name in MARKER.findall(text)]
     tables = [f"table:{name}" for kind, name in found if kind == "table"]
     values = Counter(name for kind, name in found if kind == "value")
     return (*tables, *(f"value:{name} x{count}" for name, count in sorted(values.items())))

@@ -100,6 +100,10 @@ class DataConfig:
     synthetic_vocab: int = 64  # synthetic text: vocabulary size (specials, markers A and B, fillers)
 
 
+#: Where the learning rate's linear warm-up starts, as a fraction of ``train.lr`` (vitpe.engine.optimizer).
+WARMUP_START = 0.01
+
+
 @dataclass
 class TrainConfig:
     epochs: int = 10
@@ -258,8 +262,8 @@ def all_warmup_note(t: TrainConfig) -> str | None:
     if t.warmup_epochs < t.epochs:
         return None
     return (f"note: train.warmup_epochs={t.warmup_epochs:g} covers the whole run (train.epochs={t.epochs}): the "
-            f"learning rate rises from {t.lr * 0.01:g} and reaches train.lr={t.lr:g} only at the last step; give "
-            f"train.warmup_epochs below train.epochs (e.g. train.warmup_epochs={t.epochs / 10:g}) for a decay too")
+            f"learning rate rises from {t.lr * WARMUP_START:g} and reaches train.lr={t.lr:g} only at the last step; "
+            f"give train.warmup_epochs below train.epochs (e.g. train.warmup_epochs={t.epochs / 10:g}) for a decay too")
 
 
 def split_epochs(epochs: list[int], total: int) -> list[int]:

@@ -1,14 +1,16 @@
 """The published tables, one module per study, each computed from committed records only: run folders
 (``config.yaml`` or a baseline's ``config.json``, ``metrics.jsonl``), the sweeps' ``resolution.json`` /
 ``length.json`` and the benchmark's ``bench.json``. :data:`TABLES` joins every study's; scripts/report.py puts them
-into the pages, with the numbers of :data:`VALUES` inside sentences. A new study is a new module here, added to :data:`STUDIES`."""
+into the pages, with the numbers of :data:`VALUES` inside sentences. A new study is a new module here, added to
+:data:`STUDIES`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Callable
 
-from reports import bench, compare, detail, first_cpu_recipe, imagenette, machines, recipe, record_values, text, transfer
+from reports import (bench, compare, detail, first_cpu_recipe, imagenette, machines, recipe, record_values, text,
+                     transfer)
 
 STUDIES = (machines, record_values, recipe, compare, detail, transfer, first_cpu_recipe, text, bench, imagenette)
 TABLES: dict[str, Callable[[Path], str]] = {name: table for study in STUDIES

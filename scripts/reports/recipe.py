@@ -13,7 +13,8 @@ from typing import Callable, Iterable
 from vitpe.machine import as_one_process
 from reports.compare import compare_records
 from reports.machines import machine_letters, named_machine
-from reports.records import side_by_side, MISSING, Run, SEEDS, markdown, mean_std, per_seed, read_run, resolution_table, site_of, sweep
+from reports.records import (MISSING, SEEDS, Run, markdown, mean_std, per_seed, read_run, resolution_table,
+                             side_by_side, site_of, sweep)
 
 
 

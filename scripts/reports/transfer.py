@@ -124,7 +124,8 @@ def transfer_sweep(root: Path) -> str:
     """Every PE as trained at 16 px on the detail protocol, tested from 16 to 48 px with positions interpolated and
     extrapolated: mean ± std over seeds (first 2,000 test images)."""
     records = [r for r in sweep(root / "results/transfer/resolution/resolution.json")
-               if r["pe_resize"] in ("interpolate", "extrapolate") and transfer_remedy(r["run"], r["pe"])[0] == "trained"]
+               if r["pe_resize"] in ("interpolate", "extrapolate")
+               and transfer_remedy(r["run"], r["pe"])[0] == "trained"]
     for r in records:  # a run tested with an option changed is a row of its own, named by its option
         if "@" in r["run"]:
             r["pe"] = r["group"] = f"{r['pe']}, {r['run'].partition('@')[2]}"

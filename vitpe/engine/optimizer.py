@@ -9,7 +9,7 @@ import torch
 from timm.optim import create_optimizer_v2
 from timm.scheduler import CosineLRScheduler
 
-from vitpe.config import Config
+from vitpe.config import WARMUP_START, Config
 
 
 def build_optimizer(config: Config, model: torch.nn.Module) -> torch.optim.Optimizer:
@@ -24,4 +24,4 @@ def build_scheduler(config: Config, optimizer: torch.optim.Optimizer, steps_per_
     warmup = min(int(math.ceil(t.warmup_epochs * steps_per_epoch)), max(total - 1, 0))
     # warmup_prefix: the cosine starts after the warmup, so it spans the remaining steps and ends at min_lr
     return CosineLRScheduler(optimizer, t_initial=max(total - warmup, 1), lr_min=t.min_lr, warmup_t=warmup,
-                             warmup_lr_init=t.lr * 0.01, warmup_prefix=True, t_in_epochs=False)
+                             warmup_lr_init=t.lr * WARMUP_START, warmup_prefix=True, t_in_epochs=False)

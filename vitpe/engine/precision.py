@@ -21,6 +21,7 @@ from vitpe.machine import cpu_flags
 PRECISIONS = ("auto", "bf16", "fp32", "fast")
 #: The CPU flags of bf16 instructions: AVX512-BF16 and AMX on x86, the BF16 extension on Arm.
 BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
+NO_BF16_FLAGS = "no avx512_bf16, amx_bf16 or bf16 among its flags"  # what the notes below say of such a CPU
 
 
 def native_bf16(device: torch.device) -> bool:
@@ -56,7 +57,14 @@ def emulated_bf16_note(device: torch.device, precision: str) -> str | None:
     flags = cpu_flags()
     if not flags or flags & BF16_CPU_FLAGS:
         return None
-    return ("note: train.precision=bf16 on a CPU without bf16 instructions (no avx512_bf16, amx_bf16 or bf16 among "
-            "its flags): autocast emulates them, and a training step of the CPU recipe's model took 10.6-13.5x its "
-            "float32 time on an AVX2-only EPYC; train with train.precision=fp32 (for the CPU recipe add "
-            "train.epochs=17, its float32 budget)")
+    return (f"note: train.precision=bf16 on a CPU without bf16 instructions ({NO_BF16_FLAGS}): autocast emulates "
+            "them, and a training step of the CPU recipe's model took 10.6-13.5x its float32 time on an AVX2-only "
+            "EPYC; train with train.precision=fp32 (for the CPU recipe add train.epochs=17, its float32 budget)")
+
+
+def fast_in_float32_note(device: torch.device, precision: str) -> str | None:
+    """A note for a run that asks for ``fast`` on a CPU where it resolves to float32; None elsewhere."""
+    if precision != "fast" or resolve_precision(device, precision) != "fp32":
+        return None
+    return (f"note: train.precision=fast trains in float32 here: this CPU has no bf16 instructions ({NO_BF16_FLAGS}), "
+            "where bf16 autocast would be emulated")

@@ -43,7 +43,8 @@ class ComRoPE(GeneratorRope):
                  jitter: float | None = None, rescale: float | None = None, **common: Any) -> None:
         super().__init__(block_size, init_std, shift, jitter, rescale, **common)
         if form not in ("ap", "ld"):
-            raise ValueError(f"comrope: form must be 'ap' (axis-partitioned) or 'ld' (linearly dependent), got {form!r}")
+            raise ValueError(f"comrope: form must be 'ap' (axis-partitioned) or 'ld' (linearly dependent), "
+                             f"got {form!r}")
         self.form = form
         ndim, b = len(self.grid), self.block_size
         self.weight = nn.Parameter(torch.randn(self.depth, self.heads, self.blocks, b, b) * self.init_std)

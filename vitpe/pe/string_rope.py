@@ -67,5 +67,5 @@ class StringRope(AxialRope):
 
     def rotate_qkv(self, qkv: torch.Tensor, state: StringState, layer: int
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        # the base class's unfused form (q and k unbound in qkv's memory order), not RoPE's fused rotation, which has no P
+        # the base class's unfused form (q, k unbound in qkv's memory order), not RoPE's fused rotation: it has no P
         return PositionEncoding.rotate_qkv(self, qkv, state, layer)

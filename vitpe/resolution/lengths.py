@@ -14,7 +14,7 @@ from tqdm import tqdm
 from vitpe.data.from_config import synthetic_split
 from vitpe.data.text_loader import TextBatchLoader
 from vitpe.loading.checkpoint import build_from_checkpoint
-from vitpe.resolution.sweep import Run, cached_records, evaluate_modes, examples_per_batch
+from vitpe.resolution.sweep import Run, cached_records, evaluate_modes, evaluation_precision, examples_per_batch
 
 
 def parse_lengths(text: str) -> list[int]:
@@ -40,7 +40,7 @@ def evaluate_lengths(run: Run, lengths: Iterable[int], modes: Iterable[str], *, 
         raise ValueError(f"{run.name} was trained on SST-2, whose sentences have their own lengths; --lengths "
                          f"evaluates the synthetic tasks (data.dataset order or adjacent)")
     model = build_from_checkpoint(run.ckpt, use_ema).to(device)
-    precision = precision or config.train.precision
+    precision = evaluation_precision(run, precision)
     records = []
     for length in lengths:
         test_set = synthetic_split(config, "test", length).limit(limit)
@@ -55,6 +55,6 @@ def cached_evaluate_lengths(run: Run, cache_dir, lengths: list[int], modes: list
                             ) -> list[dict[str, Any]]:
     """:func:`evaluate_lengths` through :func:`vitpe.resolution.sweep.cached_records`."""
     settings = {"lengths": list(lengths), "modes": list(modes), **{k: kwargs.get(k) for k in ("limit", "use_ema")},
-                "precision": kwargs.get("precision") or run.config.train.precision}
+                "precision": evaluation_precision(run, kwargs.get("precision"))}
     return cached_records(run, cache_dir, settings, lambda: evaluate_lengths(run, lengths, modes, **kwargs),
                           kwargs.get("progress"))

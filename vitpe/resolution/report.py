@@ -166,8 +166,8 @@ def accuracy_grid(rows: list[dict[str, Any]], x_key: str, *, show_runs: bool = T
 
 def markdown_table(rows: list[dict[str, Any]], x_key: str, title: str) -> str:
     lines = [f"# {title}", "", "Accuracy (%), mean ± std over seeds (runs per cell in brackets when more than one); "
-             f"n/a: the run cannot be evaluated there in this mode (a PE that cannot resize so, or a size that is not "
-             f"a multiple of the patch size: the reasons follow the table).", ""]
+             "n/a: the run cannot be evaluated there in this mode (a PE that cannot resize so, or a size that is not "
+             "a multiple of the patch size: the reasons follow the table).", ""]
     return "\n".join(lines + accuracy_grid(rows, x_key) + not_evaluated(rows, x_key)) + "\n"
 
 

@@ -164,9 +164,15 @@ def evaluate_modes(model: torch.nn.Module, loader: ShardedBatches, modes: Iterab
     return records
 
 
+def evaluation_precision(run: Run, asked: str | None) -> str:
+    """The precision ``run`` is evaluated in: ``asked``, else the run's own ``train.precision`` (so that its training
+    size reproduces its own final evaluation)."""
+    return asked or run.config.train.precision
+
+
 def data_root_for_evaluation(recorded: str, explicit: str | None) -> str:
     """Where a run's test set is read: ``explicit`` (``--data-root``) when given, else the run's own ``data.root`` when
-    that folder is on this machine, else ``$VITPE_DATA`` (a run trained elsewhere, whose recorded folder is not here)."""
+    that folder is on this machine, else ``$VITPE_DATA`` (a run trained elsewhere, its recorded folder not here)."""
     if explicit is not None:
         return explicit
     if Path(recorded).exists():
@@ -187,7 +193,7 @@ def evaluate_run(run: Run, sizes: Iterable[Size], modes: Iterable[str], *, test_
         raise ValueError(f"{run.name} is a {config.task} run: evaluate it over sequence lengths (--lengths)")
     config.data.root = data_root_for_evaluation(config.data.root, data_root)
     config.data.test_limit = 0  # --limit alone decides how many images
-    precision = precision or config.train.precision
+    precision = evaluation_precision(run, precision)
     if test_set is None:
         test_set = load_image_split(config, "test")
     test_set = test_set.limit(limit)
@@ -232,6 +238,6 @@ def cached_evaluate_run(run: Run, cache_dir: str | Path, sizes: list[Size], mode
     """:func:`evaluate_run` through :func:`cached_records`."""
     settings = {"sizes": [list(s) for s in sizes], "modes": list(modes),
                 **{k: kwargs.get(k) for k in ("limit", "use_ema")},
-                "precision": kwargs.get("precision") or run.config.train.precision}
+                "precision": evaluation_precision(run, kwargs.get("precision"))}
     return cached_records(run, cache_dir, settings, lambda: evaluate_run(run, sizes, modes, **kwargs),
                           kwargs.get("progress"))
