@@ -7,10 +7,8 @@ import re
 from pathlib import Path
 from typing import Callable, Iterable
 
-
 from vitpe.bench.targets import check_targets, summary, targets_grid, verdict
 from reports.records import MISSING, markdown
-
 
 
 # ------------------------------------------------------------------------------------------------ benchmarks
@@ -37,25 +35,15 @@ def target_checks(root: Path, runs: Iterable[str]) -> list[dict]:
     return checks
 
 
-def bench_targets(mode: str) -> Callable[[Path], str]:
-    """Every speed target over the current CPU runs of ``mode`` (both presets, both sizes), with its interval."""
+def targets_table(runs: Iterable[str]) -> Callable[[Path], str]:
+    """The table of every speed target over the benchmark ``runs`` (each check with its interval), then how many were
+    met: the CPU runs of one mode, the GPU runs (one H200, bf16, where a step is launch-bound and most are missed), or
+    the run of the PEs built to extrapolate."""
     def table(root: Path) -> str:
-        checks = target_checks(root, CPU_RUNS[mode])
+        checks = target_checks(root, runs)
         return "\n".join([*targets_grid(checks), "", summary(checks)]) + "\n"
 
     return table
-
-
-def bench_targets_gpu(root: Path) -> str:
-    """The same targets over the GPU runs (one H200, bf16), where a step is launch-bound and most are missed."""
-    checks = target_checks(root, GPU_RUNS)
-    return "\n".join([*targets_grid(checks), "", summary(checks)]) + "\n"
-
-
-def bench_new_pes(root: Path) -> str:
-    """The targets over the benchmark of the PEs built to extrapolate (results/bench/new_pes_recipe_cpu_fp32)."""
-    checks = target_checks(root, [NEW_PES_RUN])
-    return "\n".join([*targets_grid(checks), "", summary(checks)]) + "\n"
 
 
 def gpu_step_ms(root: Path) -> str:
@@ -139,13 +127,13 @@ def bench_gpu_ab(root: Path) -> str:
 
 #: This study's tables: name -> function of the repository root -> markdown (scripts/report.py).
 TABLES: dict[str, Callable[[Path], str]] = {
-    "bench-targets-eager": bench_targets("eager"),
-    "bench-targets-compiled": bench_targets("compiled"),
+    "bench-targets-eager": targets_table(CPU_RUNS["eager"]),
+    "bench-targets-compiled": targets_table(CPU_RUNS["compiled"]),
     "bench-throughput": bench_throughput,
     "bench-gpu": bench_gpu,
     "bench-gpu-ab": bench_gpu_ab,
-    "bench-targets-gpu": bench_targets_gpu,
-    "bench-new-pes": bench_new_pes,
+    "bench-targets-gpu": targets_table(GPU_RUNS),
+    "bench-new-pes": targets_table([NEW_PES_RUN]),
 }
 
 #: This study's numbers inside sentences (scripts/report.py's ``<!-- value: NAME -->``).

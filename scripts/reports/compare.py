@@ -10,7 +10,6 @@ from typing import Callable
 from reports.records import SEED, SEEDS, markdown, mean_std, per_seed, resolution_table, site_of, sweep
 
 
-
 # ------------------------------------------------------------------------------------------- the 3-epoch grid
 
 def compare_records(root: Path, multires: bool) -> list[dict]:

@@ -5,10 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-
 from vitpe.resolution.report import gains_table, paired_gains
 from reports.records import sweep
-
 
 
 # ---------------------------------------------------------------------------------------- the detail protocol

@@ -9,7 +9,6 @@ from typing import Callable
 from reports.records import markdown, read_flat_run, resolution_table, sweep
 
 
-
 # -------------------------------------------------------------------------------------- the first CPU recipe
 CPU_RECIPE_PES = ("learnable", "rope_mixed", "sincos", "rope_axial", "relbias", "cpb")
 

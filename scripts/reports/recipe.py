@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-
 from vitpe.machine import as_one_process
 from reports.compare import compare_records
 from reports.machines import machine_letters, named_machine
@@ -336,9 +335,9 @@ def recipe_anchors(root: Path) -> str:
 def against_each_loop(runs: list[Run], loops: dict[frozenset[str], list[Run]]) -> str:
     """The runs' mean wall time over each loop run on their machine (:func:`anchor_machine`) in turn: one ratio, or the
     range "a–b" when the loop's runs differ; "—" where no loop ran there."""
-    ratios = []
-    for loop in (loop for run in runs for loop in loops.get(anchor_machine(run.machines), [])):
-        ratios.append(statistics.fmean(r.minutes for r in runs) / loop.minutes)
+    minutes = statistics.fmean(r.minutes for r in runs)
+    anchors = {anchor_machine(r.machines) for r in runs}
+    ratios = [minutes / loop.minutes for machine in anchors for loop in loops.get(machine, [])]
     if not ratios:
         return "—"
     low, high = f"{min(ratios):.2f}", f"{max(ratios):.2f}"

@@ -12,10 +12,18 @@ from __future__ import annotations
 import fnmatch
 import json
 import statistics
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
 from reports.records import with_sign
+
+
+@lru_cache(maxsize=8)
+def sweep_records(path: str, modified: int) -> list[dict]:
+    """A sweep's records, read once per file version: a page's many values read the same sweep (``modified``, the
+    file's mtime, keys the cache so that an edited sweep is read again)."""
+    return json.loads(Path(path).read_text())
 
 
 def accuracies(root: Path, study: str, pattern: str, mode: str, size: str) -> list[float]:
@@ -38,7 +46,7 @@ def accuracies_by_run(root: Path, study: str, pattern: str, mode: str, size: str
     path = next((p for p in (folder / "resolution/resolution.json", folder / "resolution.json") if p.is_file()), None)
     if path is None:
         raise ValueError(f"results/{study} holds no resolution.json")
-    found = [r for r in json.loads(path.read_text()) if fnmatch.fnmatchcase(r["run"], pattern)
+    found = [r for r in sweep_records(str(path), path.stat().st_mtime_ns) if fnmatch.fnmatchcase(r["run"], pattern)
              and r["pe_resize"] == mode and str(r["resolution"]) == size]
     if not found:
         raise ValueError(f"no run of results/{study} matches {pattern!r} at {size} px, {mode}")

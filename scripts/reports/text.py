@@ -6,10 +6,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Callable
 
-import yaml
-
-from reports.records import SEEDS, markdown, mean_std, read_flat_run, read_jsonl, resolution_table, sweep
-
+from reports.records import SEEDS, markdown, mean_std, read_flat_run, read_jsonl, read_yaml, resolution_table, sweep
 
 
 # ------------------------------------------------------------------------------------------------------ text
@@ -45,7 +42,7 @@ def _flat(tree: dict, prefix: str = "") -> dict:
 def sst2_trials(root: Path) -> str:
     """Every recorded SST-2 trial (``learnable``), by what its config changed against the published one."""
     folder = root / "results/text/sst2"
-    published = _flat(yaml.safe_load((folder / "config.yaml").read_text()))
+    published = _flat(read_yaml(folder / "config.yaml"))
     ignored = {"out_dir", "data.root", "train.threads", "train.seed", "model.pe"}
     trials = [(folder / "earlier", "lr5e-4_minfreq1", folder / "earlier/lr5e-4/metrics_learnable.jsonl")]
     trials += [(folder / "trials", p.stem[len("config_"):], p.with_name(p.name.replace("config_", "metrics_")
@@ -53,7 +50,7 @@ def sst2_trials(root: Path) -> str:
                for p in sorted((folder / "trials").glob("config_*.yaml"))]
     groups: dict[str, list[float]] = defaultdict(list)
     for where, name, metrics in trials:
-        config = _flat(yaml.safe_load((where / f"config_{name}.yaml").read_text()))
+        config = _flat(read_yaml(where / f"config_{name}.yaml"))
         changed = [f"`{k}={config.get(k)}`" for k in sorted(set(config) | set(published))
                    if k not in ignored and config.get(k) != published.get(k) and config.get(k) is not None]
         groups[", ".join(changed) or "the published config"].append(100 * read_jsonl(metrics)[-1]["test_acc"])

@@ -13,7 +13,6 @@ from reports.recipe import by_machine, mean_minutes
 from reports.records import Run, SEEDS, markdown, mean_std, read_run, resolution_table, sweep, with_sign
 
 
-
 # ------------------------------------------------------------------------------ resolution transfer: the remedies
 TRANSFER_MODES = ("interpolate", "extrapolate", "ntk", "yarn")
 TRANSFER_STAGES = ("trained", "augmented", "finetuned")  # scripts/transfer.sh's folders, in the order of the table

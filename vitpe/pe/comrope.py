@@ -54,9 +54,10 @@ class ComRoPE(GeneratorRope):
             if self.blocks % ndim:
                 raise ValueError(f"comrope: form 'ap' splits the {self.blocks} blocks of {b} channels between "
                                  f"{ndim} axes; choose a block_size that makes them divisible by {ndim}")
-            owner = torch.arange(self.blocks) // (self.blocks // ndim)  # (Dh/b,): the axis each block turns with
-            self.register_buffer("axis_of_block", (owner[None, :] == torch.arange(ndim)[:, None]).float(),
-                                 persistent=False)  # (ndim, Dh/b)
+            axis_of_block = torch.zeros(ndim, self.blocks)  # (ndim, Dh/b): 1 where an axis turns a block
+            for axis in range(ndim):
+                axis_of_block[axis, self.blocks_of_axis(axis)] = 1.0
+            self.register_buffer("axis_of_block", axis_of_block, persistent=False)
 
     def generators(self) -> torch.Tensor:
         S = skew(self.weight)[:, :, None]  # (depth, nH, 1, Dh/b, b, b)
