@@ -391,3 +391,12 @@ def test_numbers_in_sentences_come_from_a_sweep_by_pattern_mode_and_size(tmp_pat
         sweep_mean(tmp_path, "study", "c_s?", "interpolate", "16")
     with pytest.raises(ValueError, match="b_s0 could not be evaluated at 32 px"):
         sweep_mean(tmp_path, "study", "b_s?", "interpolate", "32")
+
+
+def test_runs_tested_with_pe_options_group_over_their_seeds():
+    from vitpe.resolution.report import SEED_SUFFIX
+
+    names = ["lookhere_s0", "lookhere_s1", "lookhere_s0@large_grid_slope=0.6", "lookhere_s2@large_grid_slope=0.6",
+             "learnable-s1", "sincos_final"]
+    assert [SEED_SUFFIX.sub("", n) for n in names] == ["lookhere", "lookhere", "lookhere@large_grid_slope=0.6",
+                                                       "lookhere@large_grid_slope=0.6", "learnable", "sincos_final"]

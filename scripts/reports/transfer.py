@@ -125,9 +125,9 @@ def transfer_sweep(root: Path) -> str:
     records = [r for r in sweep(root / "results/transfer/resolution/resolution.json")
                if r["pe_resize"] in ("interpolate", "extrapolate")
                and transfer_remedy(r["run"], r["pe"])[0] == "trained"]
-    for r in records:  # a run tested with an option changed is a row of its own, named by its option
+    for r in records:  # a run tested with an option changed (its own group) is named by its option
         if "@" in r["run"]:
-            r["pe"] = r["group"] = f"{r['pe']}, {r['run'].partition('@')[2]}"
+            r["pe"] = f"{r['pe']}, {r['run'].partition('@')[2]}"
     return resolution_table(records)
 
 

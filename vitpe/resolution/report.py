@@ -36,7 +36,9 @@ def _x_sort_key(value: Any) -> tuple:
     return (h * w) ** 0.5, h
 
 
-SEED_SUFFIX = re.compile(r"[_-]s\d+$")  # run names such as rope_mixed_s2 or learnable-s0
+# the seed of run names such as rope_mixed_s2 or learnable-s0, also before the options of a run tested with PE options
+# of its own (lookhere_s1@large_grid_slope=0.6: grouped as lookhere@large_grid_slope=0.6)
+SEED_SUFFIX = re.compile(r"[_-]s\d+(?=@|$)")
 
 
 def group_labels(records: list[dict[str, Any]]) -> dict[str, str]:
