@@ -42,8 +42,9 @@ def documentation_pages(root: Path) -> list[str]:
             *sorted(str(p.relative_to(root)) for p in (root / "docs").rglob("*.md"))]
 
 
-def render(text: str, root: Path, rendered: dict[str, str], page: str) -> str:
-    """``text`` with every marked table and value regenerated (``rendered`` caches each one)."""
+def render(text: str, root: Path, rendered: dict[str, str], shown: set[str], page: str) -> str:
+    """``text`` with every marked table and value regenerated (``rendered`` caches each, by name and arguments;
+    ``shown`` collects the names, ``"table:NAME"`` or ``"value:NAME"``)."""
     def generated(kind: str, name: str, args: tuple[str, ...] = ()) -> str:
         known = TABLES if kind == "table" else VALUES
         if name not in known:
@@ -56,7 +57,7 @@ def render(text: str, root: Path, rendered: dict[str, str], page: str) -> str:
             except (TypeError, ValueError, KeyError) as err:
                 raise SystemExit(f"error: {page}: <!-- {kind}: {' '.join((name, *args))} -->: {err}") from None
             rendered[key] = made.rstrip("\n") + "\n" if kind == "table" else made
-        rendered[f"{kind}:{name}"] = rendered[key]  # shown, whatever its arguments
+        shown.add(f"{kind}:{name}")
         return rendered[key]
 
     text = TABLE.sub(lambda m: m.group(1) + generated("table", m["name"]) + m.group(4), text)
@@ -112,13 +113,14 @@ def main(argv: list[str] | None = None) -> int:
         print(markers_of((args.root / args.markers).read_text()))
         return 0
     rendered: dict[str, str] = {}
+    shown: set[str] = set()
     stale = []
     for page in documentation_pages(args.root):
         path = args.root / page
         if not path.is_file():
             continue
         text = path.read_text()
-        new = render(text, args.root, rendered, page)
+        new = render(text, args.root, rendered, shown, page)
         if new == text:
             continue
         stale.append(path)
@@ -128,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             path.write_text(new)
     unused = [name for name in sorted({f"table:{n}" for n in TABLES} | {f"value:{n}" for n in VALUES})
-              if name not in rendered]
+              if name not in shown]
     errors = layout_errors(args.root)
     if unused:
         errors.append(f"no page shows {', '.join(unused)}")
