@@ -5,6 +5,14 @@
 # A run folder lives on one machine's disk; with RECORDS=results/<experiment>, a long experiment spread over machines
 # leaves every finished run in the repository, ready to commit, however it ends.
 
+run_finished() {  # run_finished RUN_DIR: true when the run has a checkpoint and a metrics line for every epoch
+  [ -f "$1/checkpoint.pt" ] && [ -f "$1/metrics.jsonl" ] || return 1
+  local epochs
+  epochs=$("${PYTHON:-python}" -c "import yaml, sys; print(yaml.safe_load(open(sys.argv[1]))['train']['epochs'])" \
+           "$1/config.yaml")
+  [ "$(wc -l < "$1/metrics.jsonl")" -ge "$epochs" ]
+}
+
 kept_path() {  # kept_path PATH: where PATH's records go (its path below RUNS, or its name when outside RUNS)
   local runs=${RUNS%/}
   if [[ $1 == "$runs"/* ]]; then echo "$RECORDS/${1#"$runs"/}"; else echo "$RECORDS/$(basename "$1")"; fi

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from reports import TABLES, VALUES  # one module per study (scripts/reports/), each adding its tables and numbers
 from reports.pages import MARKERS
+from reports.table_cells import table_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 # a table's markers stand on lines of their own, a value's anywhere but in inline code (where a page shows the syntax)
@@ -112,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.markers:
         print(markers_of((args.root / args.markers).read_text()))
         return 0
+    table_rows.cache_clear()  # the tables sentences quote, rendered afresh from the records as they are now
     rendered: dict[str, str] = {}
     shown: set[str] = set()
     stale = []

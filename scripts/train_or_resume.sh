@@ -7,11 +7,10 @@ export PYTHON=${PYTHON:-python}  # the interpreter to run (tests pass their own)
 source "$(dirname "$0")/keep_records.sh"
 out=$1 config=$2
 shift 2
-if [ -f "$out/checkpoint.pt" ]; then
-  epochs=$("$PYTHON" -c "import yaml, sys; print(yaml.safe_load(open(sys.argv[1]))['train']['epochs'])" "$out/config.yaml")
-  if [ "$(wc -l < "$out/metrics.jsonl")" -lt "$epochs" ]; then
-    "$PYTHON" train.py --resume "$out" --no-progress
-  fi
+if run_finished "$out"; then
+  :
+elif [ -f "$out/checkpoint.pt" ]; then
+  "$PYTHON" train.py --resume "$out" --no-progress
 else
   "$PYTHON" train.py --config "$config" out_dir="$out" --no-progress "$@"
 fi

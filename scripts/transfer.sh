@@ -87,11 +87,11 @@ fi
 if [[ $stages == *" evaluate "* ]]; then
   existing=()
   for run in "${trained[@]}" "${augmented[@]}" "${finetuned[@]}"; do
-    [ -f "$run/checkpoint.pt" ] && existing+=("$run")
+    run_finished "$run" && existing+=("$run")  # a run still training is evaluated once it finishes
   done
   for entry in ${EVAL_OPTIONS:-}; do  # PE:NAME=VALUE[,NAME=VALUE]: that PE's trained runs also tested so
     for run in "${trained[@]}"; do
-      [[ $(basename "$run") == "${entry%%:*}"_s* && -f "$run/checkpoint.pt" ]] && existing+=("$run@${entry#*:}")
+      [[ $(basename "$run") == "${entry%%:*}"_s* ]] && run_finished "$run" && existing+=("$run@${entry#*:}")
     done
   done
   evaluate=("$PYTHON" eval.py --resolutions "${RESOLUTIONS:-16,20,24,28,32,40,48}"

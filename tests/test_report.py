@@ -22,6 +22,7 @@ def copy_of_the_pages(tmp_path: Path) -> Path:
         shutil.copy(ROOT / page, tmp_path / page)
     shutil.copytree(ROOT / "docs", tmp_path / "docs")
     shutil.copytree(ROOT / "results", tmp_path / "results")
+    shutil.copytree(ROOT / "configs", tmp_path / "configs")  # the models whose size a sentence gives
     return tmp_path
 
 

@@ -1,6 +1,6 @@
-"""Numbers inside sentences, read from committed records: from a resolution sweep, the accuracy of the runs a pattern
-names at one size in one resize mode, their mean ± std, each run's change, or the gap between two means; from run
-folders, the wall time a training took. A page writes, e.g.,
+"""Numbers inside sentences, read from a committed resolution sweep: the accuracy of the runs a pattern names at one
+size in one resize mode, their mean ± std, each run's change, or the gap between two means (run folders' own figures
+are in reports.run_values). A page writes, e.g.,
 
     RoPE-Mixed reads 32 px at <!-- value: sweep-mean transfer rope_mixed_s? interpolate 32 -->54.3<!-- /value -->%
 
@@ -84,26 +84,10 @@ def sweep_gap(root: Path, study: str, *two: str) -> str:
     return f"{100 * abs(first - second):.1f}"
 
 
-def run_minutes(root: Path, *folders: str) -> str:
-    """The wall time (minutes, one decimal) of the runs in ``folders`` (under results/): one figure, or the range
-    "a–b" over several."""
-    if not folders:
-        raise ValueError("run-minutes takes one or more run folders under results/")
-    minutes = []
-    for folder in folders:
-        path = root / "results" / folder / "metrics.jsonl"
-        if not path.is_file():
-            raise ValueError(f"results/{folder} holds no metrics.jsonl")
-        minutes.append(json.loads(path.read_text().splitlines()[-1])["elapsed_s"] / 60)
-    low, high = f"{min(minutes):.1f}", f"{max(minutes):.1f}"
-    return low if low == high else f"{low}–{high}"
-
-
 #: Numbers inside sentences (scripts/report.py's ``<!-- value: NAME ARG ... -->``).
 VALUES: dict[str, Callable[..., str]] = {
     "sweep-mean": sweep_mean,
     "sweep-spread": sweep_spread,
     "sweep-gap": sweep_gap,
     "sweep-change": sweep_change,
-    "run-minutes": run_minutes,
 }

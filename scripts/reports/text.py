@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable
@@ -60,6 +61,47 @@ def sst2_trials(root: Path) -> str:
                  " / ".join(f"{a:.1f}" for a in published_runs)])
     return markdown(["what differs from the published config (`learnable`, 3 epochs)", "dev acc. (%), by seed"], rows)
 
+
+def read_json(path: Path) -> dict:
+    """A JSON record."""
+    return json.loads(path.read_text())
+
+
+def sst2_runs(root: Path) -> list[list[dict]]:
+    """The metrics lines of every published SST-2 run (each PE of the table, each seed)."""
+    folder = root / "results/text/sst2"
+    return [read_jsonl(folder / f"metrics_{pe}_s{s}.jsonl") for pe in SST2_PES for s in SEEDS]
+
+
+def sst2_train_accuracy(root: Path) -> str:
+    """The range of the published SST-2 runs' training accuracy after their last epoch (%, whole)."""
+    accs = [100 * run[-1]["train_acc"] for run in sst2_runs(root)]
+    low, high = f"{min(accs):.0f}", f"{max(accs):.0f}"
+    return low if low == high else f"{low}–{high}"
+
+
+def sst2_minutes(root: Path) -> str:
+    """The range of the published SST-2 runs' wall times (minutes, whole)."""
+    minutes = [run[-1]["elapsed_s"] / 60 for run in sst2_runs(root)]
+    return f"{min(minutes):.0f}–{max(minutes):.0f}"
+
+
+def sst2_lengths(root: Path, split: str, statistic: str) -> str:
+    """A statistic of SST-2's lengths in words (``train`` or ``dev``; ``mean``, ``median``, ``p95``, ``max``, ``n``),
+    as the text study recorded them (results/text/sst2/data_stats.json)."""
+    stats = read_json(root / "results/text/sst2/data_stats.json")
+    if split not in stats or statistic not in stats[split]:
+        raise ValueError(f"sst2-lengths takes train|dev and one of {', '.join(stats['train'])}")
+    value = stats[split][statistic]
+    return f"{value:,}" if statistic == "n" else f"{value:.1f}".removesuffix(".0")
+
+
+#: Numbers inside sentences (scripts/report.py's ``<!-- value: NAME ARG ... -->``).
+VALUES: dict[str, Callable[..., str]] = {
+    "sst2-train-accuracy": sst2_train_accuracy,
+    "sst2-minutes": sst2_minutes,
+    "sst2-lengths": sst2_lengths,
+}
 
 #: This study's tables: name -> function of the repository root -> markdown (scripts/report.py).
 TABLES: dict[str, Callable[[Path], str]] = {

@@ -1,0 +1,111 @@
+"""Numbers inside sentences that restate a generated table: a sentence quoting a table's cell reads it from the table
+as generated from the records, so the two cannot drift apart. A page writes, e.g.,
+
+    CPB leads (<!-- value: cell recipe-pes cpb mean+±+std -->78.7 ± 0.9<!-- /value -->)
+
+naming the table, the row (its first cell, backticks and bold removed; ``cpb&interpolate`` for the row whose first two
+cells are those) and the column (its header, or ``#N`` for the N-th); ``+`` stands for a space inside an argument, and a cell name with ``*``
+or ``?`` matches as a shell pattern (``*rope_mixed`` for the row "+ rope_mixed"). ``cell-range`` gives the span
+"low–high" of one column over several rows, ``cell-gap`` the distance between two rows' numbers (each cell's first
+number, after a leading rank "N:")."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+NUMBER = re.compile(r"[-+−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
+
+
+@lru_cache(maxsize=64)
+def table_rows(root: Path, table: str) -> tuple[list[str], list[list[str]]]:
+    """A generated table's header and rows (cells stripped of backticks and bold), rendered once per report run
+    (scripts/report.py clears the cache at its start)."""
+    from reports import TABLES  # the study modules register their tables in the package, which imports this one
+
+    if table not in TABLES:
+        raise ValueError(f"no table named {table!r}")
+    lines = [line for line in TABLES[table](root).splitlines() if line.startswith("|")]
+    if len(lines) < 2:
+        raise ValueError(f"table {table!r} has no rows")
+
+    def cells(line: str) -> list[str]:
+        return [c.strip().replace("`", "").replace("**", "") for c in line.strip().strip("|").split(" | ")]
+
+    return cells(lines[0]), [cells(line) for line in lines[2:]]
+
+
+def lookup(root: Path, table: str, row: str, column: str) -> str:
+    """The text of ``table``'s cell in the row named ``row`` and the column headed ``column``."""
+    header, rows = table_rows(root, table)
+    row, column = row.replace("+", " "), column.replace("+", " ")
+    if column.startswith("#") and column[1:].isdigit() and 1 <= int(column[1:]) <= len(header):
+        at = int(column[1:]) - 1
+    elif column in header:
+        at = header.index(column)
+    else:
+        raise ValueError(f"table {table!r} has no column {column!r} (a header, or #N for the N-th); its columns: "
+                         f"{', '.join(header)}")
+    names = row.split("&")
+    matching = [r for r in rows if len(r) >= len(names) and all(
+        fnmatch.fnmatchcase(got, name) if any(c in name for c in "*?[") else got == name for got, name in zip(r, names))]
+    if len(matching) != 1:
+        found = "no row" if not matching else f"{len(matching)} rows"
+        raise ValueError(f"table {table!r} has {found} named {row!r}; its rows: "
+                         f"{', '.join(dict.fromkeys(r[0] for r in rows))}")
+    return matching[0][at]
+
+
+def number_in(text: str, where: str) -> tuple[float, str]:
+    """The first number of a cell's text, after the rank where one leads ("3: 76.5 ± 0.2", "2 of 5: 88.5"), as a
+    value and as written."""
+    found = NUMBER.search(text.rpartition(": ")[2])
+    if found is None:
+        raise ValueError(f"{where} holds no number: {text!r}")
+    return float(found.group(0).replace("−", "-").replace(",", "")), found.group(0)
+
+
+def cell(root: Path, table: str, row: str, column: str) -> str:
+    """A table's cell as the table shows it."""
+    return lookup(root, table, row, column)
+
+
+def cell_number(root: Path, table: str, row: str, column: str) -> str:
+    """The first number of a table's cell, as written (without the spread or a footnote mark after it)."""
+    return number_in(lookup(root, table, row, column), f"{table} {row} {column}")[1]
+
+
+def cell_range(root: Path, table: str, column: str, *rows: str, unsigned: bool = False) -> str:
+    """The lowest and the highest number of ``column`` over ``rows`` (each cell's first number, as written), "low–high",
+    or one number where they agree; ``unsigned``: of the numbers' sizes ("lose 14.5–21.8 points")."""
+    if len(rows) < 2:
+        raise ValueError("a cell range takes TABLE COLUMN and two or more rows")
+    numbers = [number_in(lookup(root, table, row, column), f"{table} {row} {column}") for row in rows]
+    if unsigned:
+        if len({value > 0 for value, _ in numbers if value != 0}) > 1:
+            raise ValueError(f"{table}'s {column} mixes signs over {', '.join(rows)}: use cell-range")
+        numbers = [(abs(value), text.lstrip("+-−")) for value, text in numbers]
+    numbers.sort()
+    low, high = numbers[0][1], numbers[-1][1]
+    return low if low == high else f"{low}–{high}"
+
+
+def cell_range_unsigned(root: Path, table: str, column: str, *rows: str) -> str:
+    """:func:`cell_range` of the numbers' sizes, signs dropped."""
+    return cell_range(root, table, column, *rows, unsigned=True)
+
+
+def cell_gap(root: Path, table: str, column: str, first: str, second: str) -> str:
+    """How far apart (unsigned, to the decimals the table shows) two rows' numbers in ``column`` are."""
+    (a, a_text), (b, b_text) = (number_in(lookup(root, table, row, column), f"{table} {row} {column}")
+                                for row in (first, second))
+    decimals = max(len(t.partition(".")[2]) for t in (a_text, b_text))
+    return f"{abs(a - b):.{decimals}f}"
+
+
+#: Numbers inside sentences (scripts/report.py's ``<!-- value: NAME ARG ... -->``).
+VALUES: dict[str, Callable[..., str]] = {"cell": cell, "cell-number": cell_number, "cell-range": cell_range,
+                                         "cell-range-unsigned": cell_range_unsigned, "cell-gap": cell_gap}

@@ -1,0 +1,135 @@
+"""The numbers inside the pages' sentences: each value reads what it names -- a generated table's cell, a run folder's
+metrics, a model the code builds -- and a sentence edited by hand fails the check (scripts/report.py)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import reports  # noqa: E402  (scripts/ is not a package)
+from reports import run_values, table_cells  # noqa: E402
+
+TABLE = """| PE | mode | 16 | 32 | kernels |
+|---|---|---|---|---|
+| `cpb` | interpolate | 53.0 ± 0.6 | 1: 48.1 | +65 |
+| `cpb` | extrapolate | 52.0 ± 0.5 | 2: 47.0 | +65 |
+| `rope_axial` | interpolate | **-14.5 ± 2.2** | 3 of 5: 88.5 | +6 |
+| + the loop's crop | extrapolate | -21.8 | 1,234.5 | +0 |
+"""
+
+
+@pytest.fixture
+def cells(monkeypatch, tmp_path):
+    monkeypatch.setitem(reports.TABLES, "fake", lambda root: TABLE)
+    table_cells.table_rows.cache_clear()
+    yield tmp_path
+    table_cells.table_rows.cache_clear()
+
+
+def test_a_cell_is_found_by_its_row_and_column(cells):
+    assert table_cells.cell(cells, "fake", "cpb&extrapolate", "16") == "52.0 ± 0.5"  # backticks gone
+    assert table_cells.cell(cells, "fake", "rope_axial", "#3") == "-14.5 ± 2.2"  # the N-th column, bold gone
+    assert table_cells.cell(cells, "fake", "*the+loop's*", "kernels") == "+0"  # a pattern; + for a space
+    assert table_cells.cell_number(cells, "fake", "rope_axial", "32") == "88.5"  # after the rank
+    assert table_cells.cell_number(cells, "fake", "*crop", "32") == "1,234.5"
+
+
+def test_a_row_or_column_that_is_not_there_or_not_one_is_named_in_the_error(cells):
+    with pytest.raises(ValueError, match="has 2 rows named 'cpb'; its rows: cpb, rope_axial"):
+        table_cells.cell(cells, "fake", "cpb", "16")
+    with pytest.raises(ValueError, match="no row named 'sincos'"):
+        table_cells.cell(cells, "fake", "sincos", "16")
+    with pytest.raises(ValueError, match="no column '64'"):
+        table_cells.cell(cells, "fake", "rope_axial", "64")
+    with pytest.raises(ValueError, match="no table named 'other'"):
+        table_cells.cell(cells, "other", "cpb", "16")
+
+
+def test_ranges_and_gaps_over_rows_read_each_cells_first_number(cells):
+    assert table_cells.cell_range(cells, "fake", "16", "cpb&interpolate", "cpb&extrapolate") == "52.0–53.0"
+    assert table_cells.cell_range(cells, "fake", "kernels", "cpb&interpolate", "cpb&extrapolate") == "+65"
+    assert table_cells.cell_range_unsigned(cells, "fake", "16", "rope_axial", "*crop") == "14.5–21.8"
+    with pytest.raises(ValueError, match="mixes signs"):
+        table_cells.cell_range_unsigned(cells, "fake", "16", "rope_axial", "cpb&interpolate")
+    assert table_cells.cell_gap(cells, "fake", "16", "cpb&interpolate", "rope_axial") == "67.5"
+    assert table_cells.cell_gap(cells, "fake", "32", "cpb&interpolate", "rope_axial") == "40.4"  # ranks skipped
+    with pytest.raises(ValueError, match="two or more rows"):
+        table_cells.cell_range(cells, "fake", "16", "rope_axial")
+
+
+def write_run(root: Path, name: str, epochs: list[tuple[int, float, float]], flat: bool = False) -> None:
+    """A run folder (or a flat record) whose epochs are (img_size, elapsed_s, test_acc)."""
+    lines = [json.dumps({"epoch": i + 1, "step": 100 * (i + 1), "img_size": size, "elapsed_s": elapsed,
+                         "test_acc": acc, "img_per_s": 1000.0 + 100 * i})
+             for i, (size, elapsed, acc) in enumerate(epochs)]
+    path = root / "results" / (f"{name}.jsonl" if flat else f"{name}/metrics.jsonl")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_run_values_read_the_last_epoch_of_each_named_run(tmp_path):
+    write_run(tmp_path, "study/a_s0", [(16, 60.0, 0.5), (32, 180.0, 0.7123)])
+    write_run(tmp_path, "study/a_s1", [(16, 90.0, 0.5), (32, 300.0, 0.7456)])
+    write_run(tmp_path, "study/loop_s0", [(32, 100.0, 0.6), (32, 200.0, 0.69)])
+    write_run(tmp_path, "flat/metrics_a_s0", [(32, 60.0, 0.5)], flat=True)
+    assert run_values.run_minutes(tmp_path, "study/a_s0") == "3.0"
+    assert run_values.run_minutes(tmp_path, "study/a_s?") == "3.0–5.0"
+    assert run_values.run_minutes_total(tmp_path, "study/a_s?") == "8"
+    assert run_values.run_accuracy(tmp_path, "study/a_s?") == "71.23–74.56"
+    assert run_values.run_time_ratio(tmp_path, "study/a_s?", "vs", "study/loop_s0") == "1.20"  # 240 s over 200
+    assert run_values.run_steps(tmp_path, "study/a_s0", "flat/metrics_a_s0.jsonl") == "100–200"
+    write_run(tmp_path, "study/three", [(32, 10.0, 0.1), (32, 20.0, 0.1), (32, 30.0, 0.1)])
+    assert run_values.run_throughput(tmp_path, "study/three") == "1,100"  # the median epoch's 1,000 / 1,100 / 1,200
+    with pytest.raises(ValueError, match="results/study/b_s0 holds no metrics.jsonl"):
+        run_values.run_minutes(tmp_path, "study/b_s0")
+    with pytest.raises(ValueError, match="then vs"):
+        run_values.run_time_ratio(tmp_path, "study/a_s0", "study/loop_s0")
+
+
+def test_epoch_times_compare_size_by_size_leaving_out_a_sizes_first_epoch(tmp_path):
+    # epochs of 60 s at 16 px and 120, 100, 100 s at 32 px: the first at 32 px (120 s, a compilation) is left out
+    write_run(tmp_path, "s/two", [(16, 60.0, 0.1), (32, 180.0, 0.2), (32, 280.0, 0.3), (32, 380.0, 0.4)])
+    write_run(tmp_path, "s/one", [(16, 100.0, 0.1), (32, 300.0, 0.2), (32, 500.0, 0.3)])
+    assert run_values.epoch_time_ratio(tmp_path, "s/two", "vs", "s/one") == "0.50–0.60"  # 100/200 at 32, 60/100 at 16
+    assert run_values.epoch_time(tmp_path, "first", "s/two", "s/one") == "60–100"
+    assert run_values.epoch_time(tmp_path, "fastest", "s/two") == "60"
+    assert run_values.epoch_time(tmp_path, "mean", "s/two") == "95"
+    with pytest.raises(ValueError, match="first, fastest or mean"):
+        run_values.epoch_time(tmp_path, "slowest", "s/two")
+    write_run(tmp_path, "s/other", [(48, 10.0, 0.1)])
+    with pytest.raises(ValueError, match="share no training size"):
+        run_values.epoch_time_ratio(tmp_path, "s/other", "vs", "s/one")
+
+
+def test_a_models_flops_are_those_of_its_layers():
+    from reports.model_values import model_mflops, model_params
+
+    # configs/cifar10_17ep.yaml: dim 128, depth 6, MLP 256, 64 tokens of 4x4x3 pixels at 32 px. Forward: the
+    # blocks' linear layers (qkv, projection, MLP), the attention's two products and the patch embedding, two
+    # FLOPs per multiply-add; a training step is about three forwards (the backward computes two products per one)
+    tokens, dim, hidden, depth = 64, 128, 256, 6
+    forward = 2 * (depth * tokens * (4 * dim * dim + 2 * dim * hidden) + depth * 2 * tokens * tokens * dim
+                   + tokens * 48 * dim)
+    measured = float(model_mflops(ROOT, "configs/cifar10_17ep.yaml")) * 1e6
+    assert 0.85 < measured / (3 * forward) < 1.05
+    assert int(model_params(ROOT, "configs/cifar10_17ep.yaml", "model.depth=5")[:-1]) < \
+        int(model_params(ROOT, "configs/cifar10_17ep.yaml")[:-1])
+
+
+def test_a_hand_edited_quote_of_a_table_cell_fails_the_check(tmp_path):
+    from test_report import copy_of_the_pages, run
+
+    root = copy_of_the_pages(tmp_path)
+    page = root / "RESULTS.md"
+    text = page.read_text()
+    span = "<!-- value: cell recipe-pes cpb mean+±+std -->78.7 ± 0.9<!-- /value -->"
+    assert span in text
+    page.write_text(text.replace(span, span.replace("78.7 ± 0.9", "79.7 ± 0.9"), 1))
+    done = run("--check", "--root", str(root))
+    assert done.returncode == 1 and "RESULTS.md" in done.stderr + done.stdout
+    assert run("--root", str(root)).returncode == 0 and page.read_text() == text
