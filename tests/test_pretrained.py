@@ -171,8 +171,52 @@ def test_weights_that_cannot_be_fetched_name_the_command_that_asked_for_them(mon
         raise OSError("could not reach the hub")
 
     monkeypatch.setattr(timm, "create_model", offline)
+    monkeypatch.setattr("vitpe.loading.pretrained.offline_weights", lambda *args: None)  # as if the hub resolved
     for where in ("model.init", "eval.py"):
         with pytest.raises(ConfigError) as err:
             load_pretrained("timm:vit_tiny_patch16_224", where)
         assert str(err.value).startswith(f"{where} 'timm:vit_tiny_patch16_224': the weights could not be loaded "
                                          "(no network, or not downloadable here?): could not reach the hub")
+
+
+def test_without_the_hub_cached_weights_load_at_once_and_missing_ones_stop_at_once(monkeypatch, tmp_path):
+    """No network: timm would retry the hub for a minute; vitpe loads the cached file, or says what to do, at once."""
+    import socket
+
+    from safetensors.torch import save_file
+
+    from vitpe.config import ConfigError
+    from vitpe.loading import hub_reach
+    from vitpe.loading.pretrained import load_pretrained
+
+    def no_dns(*args, **kwargs):
+        raise socket.gaierror("Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    assert not hub_reach.hub_reachable()
+    name = "vit_tiny_patch16_224.augreg_in21k_ft_in1k"
+
+    def no_download(*args, **kwargs):
+        raise AssertionError("the hub was asked")
+
+    monkeypatch.setattr("timm.models._hub.hf_hub_download", no_download)
+    monkeypatch.setattr(hub_reach, "cached_weights", lambda model, cache_dir=None: None)
+    with pytest.raises(ConfigError, match=f"cannot be reached from here .* {name}'s weights are not in its local cache; "
+                                          f"download them .* timm:{name}@/path/to/weights"):
+        load_pretrained(f"timm:{name}", "eval.py")
+
+    # a hub cache as huggingface_hub lays it out, holding the model's weights
+    snapshot = tmp_path / f"models--timm--{name}" / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (tmp_path / f"models--timm--{name}" / "refs").mkdir()
+    (tmp_path / f"models--timm--{name}" / "refs" / "main").write_text("0" * 40)
+    reference = timm.create_model(name, pretrained=False)
+    save_file(reference.state_dict(), str(snapshot / "model.safetensors"))
+    monkeypatch.undo()
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    monkeypatch.setattr("timm.models._hub.hf_hub_download", no_download)
+    assert hub_reach.cached_weights(name, str(tmp_path)) == str(snapshot / "model.safetensors")
+    cached = hub_reach.cached_weights
+    monkeypatch.setattr(hub_reach, "cached_weights", lambda model, cache_dir=None: cached(model, str(tmp_path)))
+    loaded = load_pretrained(f"timm:{name}", "model.init")
+    assert torch.equal(loaded.converted.state_dict["head.weight"], reference.state_dict()["head.weight"])

@@ -261,6 +261,26 @@ def test_keep_sweep_joins_each_sweep_to_the_kept_one(tmp_path):
     assert sorted(p.name for p in (kept / "runs").iterdir()) == ["cpb_s0.json", "cpb_s1.json", "cpb_s2.json"]
 
 
+def test_a_run_counts_as_finished_only_with_a_checkpoint_and_every_epochs_metrics(tmp_path):
+    """What the experiment scripts evaluate and skip: a run still training (or stopped part-way) is not finished."""
+    run = tmp_path / "cpb_s0"
+    run.mkdir()
+    (run / "config.yaml").write_text("train:\n  epochs: 3\n")
+
+    def finished() -> bool:
+        done = subprocess.run(["bash", "-c", f"source scripts/keep_records.sh && run_finished {run}"], cwd=ROOT,
+                              env={**os.environ, "PYTHON": sys.executable}, capture_output=True, text=True)
+        assert done.stderr == ""
+        return done.returncode == 0
+
+    (run / "metrics.jsonl").write_text('{"epoch": 1}\n{"epoch": 2}\n{"epoch": 3}\n')
+    assert not finished()  # no checkpoint
+    (run / "checkpoint.pt").write_bytes(b"")
+    assert finished()
+    (run / "metrics.jsonl").write_text('{"epoch": 1}\n{"epoch": 2}\n')
+    assert not finished()  # two of three epochs
+
+
 def _written(folder: Path, name: str, runs: dict[str, float], n: int = 100) -> list[str]:
     (folder / name).write_text(json.dumps(_records(runs, n)))
     return [str(folder / name)]

@@ -24,6 +24,7 @@ import torch
 
 from vitpe.config import Config, ConfigError
 from vitpe.loading.convert import Converted, convert
+from vitpe.loading.hub_reach import offline_weights
 
 PREFIX = "timm:"
 #: ModelConfig keys that a converted model determines (ViT keyword of the same name).
@@ -83,6 +84,8 @@ def load_pretrained(spec: str, where: str = "model.init") -> Pretrained:
 
     name, file = parse_spec(spec, where)
     kwargs: dict[str, Any] = {"pretrained": True}
+    if file is None and timm.is_model(name):
+        file = offline_weights(name, spec, where)  # no hub: the cached file at once, or one line, not a minute
     if file is not None:
         refuse_code_in_weights(file, spec, where)
         kwargs["pretrained_cfg_overlay"] = {"file": file}
