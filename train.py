@@ -205,7 +205,7 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
     if t.compile:  # one static graph per training size, or per padded text width (vitpe.engine.compiled)
         examples = blank_sequences(data.train.widths()) if config.task == "text" else \
             blank_images(data.train.img_sizes, model.in_chans)
-        train_model = SizeCompiled(model, examples, t.precision)
+        train_model = SizeCompiled(model, examples, t.precision, mode=t.compile_mode)
     if dist_info.enabled:
         train_model = torch.nn.parallel.DistributedDataParallel(
             train_model, device_ids=[device.index] if device.type == "cuda" else None)

@@ -13,14 +13,18 @@
 #      rounds (benchmarks/changes.py flex_bias); recipe dims at 32 px, training and inference; default dims at 64 px,
 #      training (answered on an H200: FlexAttention 1.26-1.37x slower; BENCHMARKS.md)
 #   6. python -m vitpe.bench eager at 32 and 64 px, then --compile for three PEs at 32 px
-#   7. the GPU recipe (configs/cifar10_gpu_10min.yaml) with one PE: a 2-epoch probe times an epoch, then one run with
+#   7. graphed: one run's training throughput at the recipe's settings, eager and with train.compile_mode=
+#      reduce-overhead (each training size's step recorded as CUDA graphs), the images on the device in both
+#   8. the GPU recipe (configs/cifar10_gpu_10min.yaml) with one PE: a 2-epoch probe times an epoch, then one run with
 #      as many epochs as fit in TRAIN_SECONDS (warm-up a twentieth of them); accuracy per epoch against wall time
 #      is in its metrics.jsonl
 # Then OUT/summary.md: the recipe's accuracy against wall time, the A/B and the benchmarks' tables.
 #
 #   VITPE_DATA=/path/to/data [OUT=runs/gpu_check] [DEVICE=cuda] [PE=rope_mixed] [TRAIN_SECONDS=420] \
 #     [CONFIG=configs/cifar10_gpu_10min.yaml] [EXTRA="key=value ..."] [BENCH_ARGS="..."] \
-#     [STEPS="tests bench_quick rotation_ab profile flex_ab bench bench_compiled recipe"] scripts/gpu_check.sh
+#     [STEPS="tests bench_quick rotation_ab profile flex_ab bench bench_compiled graphed recipe"] scripts/gpu_check.sh
+#
+# Within 8 minutes of a GPU: STEPS="tests graphed bench recipe" TRAIN_SECONDS=150.
 #
 # DEVICE=cpu with tiny EXTRA/BENCH_ARGS runs the same steps on a CPU (how the script is tested).
 set -uo pipefail
@@ -28,7 +32,7 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}
 out=${OUT:-runs/gpu_check} device=${DEVICE:-cuda} pe=${PE:-rope_mixed} seconds=${TRAIN_SECONDS:-420}
 config=${CONFIG:-configs/cifar10_gpu_10min.yaml} extra=${EXTRA:-} bench_args=${BENCH_ARGS:-}
-all_steps="tests bench_quick rotation_ab profile flex_ab bench bench_compiled recipe"
+all_steps="tests bench_quick rotation_ab profile flex_ab bench bench_compiled graphed recipe"
 steps=" ${STEPS:-$all_steps} "
 for s in $steps; do
   case " $all_steps " in *" $s "*) ;;
@@ -87,6 +91,14 @@ step bench 240 "$PYTHON" -m vitpe.bench --device "$device" --out "$out/bench" --
 step bench_compiled 300 "$PYTHON" -m vitpe.bench --device "$device" --compile --sizes 32 \
   --pes learnable,rope_mixed,relbias --out "$out/bench_compiled" --no-text --no-data $bench_args
 
+# one run's throughput, eager and with each size's step as CUDA graphs (train.compile_mode=reduce-overhead), the
+# images kept on the device in both (data.on_device, the default on a GPU); two epochs each, the second is steady
+export config out pe extra
+step graphed 420 bash -c 'for mode in eager graphed; do
+  options=(); [ "$mode" = graphed ] && options=(train.compile=true train.compile_mode=reduce-overhead)
+  "$PYTHON" train.py --config "$config" out_dir="$out/throughput_$mode" train.device="$device" train.epochs=2 \
+    train.warmup_epochs=1 model.pe="$pe" $extra "${options[@]}" --no-progress || exit; done'
+
 # the probe's second epoch is the steady epoch time (the first pays start-up and kernel selection)
 if step recipe_probe 240 "$PYTHON" train.py --config "$config" out_dir="$out/recipe_probe" train.device="$device" \
      train.epochs=2 train.warmup_epochs=1 model.pe="$pe" $extra --no-progress; then
@@ -112,6 +124,16 @@ import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
     print(f\"| {r['epoch']} | {100 * r['test_acc']:.2f} | {r['elapsed_s']:.0f} |\")" "$out/recipe_$pe/metrics.jsonl"
+  fi
+  if [ -f "$out/throughput_eager/metrics.jsonl" ]; then
+    echo; echo "## One run's throughput, $pe ($config, two epochs)"; echo
+    echo "| step | train img/s, second epoch | test acc. (%) after two epochs |"; echo "|---|---|---|"
+    for mode in eager graphed; do
+      [ -f "$out/throughput_$mode/metrics.jsonl" ] && "$PYTHON" -c "
+import json, sys
+r = [json.loads(line) for line in open(sys.argv[1])][-1]
+print(f\"| {sys.argv[2]} | {r['img_per_s']:,.0f} | {100 * r['test_acc']:.2f} |\")" "$out/throughput_$mode/metrics.jsonl" "$mode"
+    done
   fi
   for ab in "rotation_ab|RoPE's eager rotation: complex product (old) against the Triton kernels (new)" \
             "flex_ab|A bias as SDPA's float mask (old) against FlexAttention's score_mod (new)" \

@@ -178,3 +178,46 @@ def test_a_compiled_benchmark_compiles_every_variant_or_fails():
     finally:
         dynamo.reset()
     assert dynamo.config.cache_size_limit == default_limit  # the settings last only for the benchmark
+
+
+def test_with_cuda_graphs_each_training_call_starts_a_graph_step_and_still_one_graph_per_size(monkeypatch):
+    """train.compile_mode=reduce-overhead: inductor records each size's step as CUDA graphs; a training call tells the
+    graph trees that the last step's outputs are done with (without it a replay may overwrite logits still in use).
+    Evaluation calls do not, and the mode leaves the one-graph-per-size count alone."""
+    marks = []
+    monkeypatch.setattr(torch.compiler, "cudagraph_mark_step_begin", lambda: marks.append(1))
+    counter = CompileCounter()
+    dynamo.reset()
+    try:
+        compiled = SizeCompiled(small_vit("rope_mixed"), blank_images(SIZES), "bf16", backend=counter,
+                                mode="reduce-overhead")
+        train_steps(compiled, SIZES)
+        assert counter.frame_count == len(SIZES) and len(marks) == 2 * len(SIZES)  # train_steps: two per size
+        compiled.eval()
+        with torch.no_grad():
+            compiled(torch.randn(2, 3, *SIZES[0]))
+        assert len(marks) == 2 * len(SIZES)
+    finally:
+        dynamo.reset()
+    plain = SizeCompiled(small_vit("sincos"), blank_images(SIZES), backend=counter)
+    assert not plain.new_graph_step
+
+
+def test_a_compile_mode_needs_compile_and_is_one_of_torchs():
+    from vitpe.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="train.compile_mode"):
+        load_config("configs/smoke.yaml", ["train.compile_mode=reduce-overhead"])  # without train.compile
+    with pytest.raises(ConfigError, match="train.compile_mode.*one of default, reduce-overhead"):
+        load_config("configs/smoke.yaml", ["train.compile=true", "train.compile_mode=fast"])
+    assert load_config("configs/smoke.yaml", ["train.compile=true", "train.compile_mode=reduce-overhead"]) \
+        .train.compile_mode == "reduce-overhead"
+
+
+def test_adamw_is_fused_on_a_gpu_and_torchs_default_on_the_cpu():
+    from vitpe.config import Config
+    from vitpe.engine.optimizer import build_optimizer
+
+    assert not build_optimizer(Config(), small_vit("none")).defaults.get("fused")  # CPU runs keep their numbers
+    if torch.cuda.is_available():
+        assert build_optimizer(Config(), small_vit("none").cuda()).defaults["fused"]

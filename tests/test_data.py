@@ -174,3 +174,36 @@ def test_image_folder_layout(tmp_path):
     assert red[:, 0].float().mean() > 250 and blue[:, 2].float().mean() > 250
     with pytest.raises(DataError, match="not found"):
         load_folder_split(tmp_path / "missing", "train", 16)
+
+
+RESIDENT_SETTINGS = [dict(crop_padding=4, crop_pad_mode="reflect"), dict(crop_padding=0, crop_scale=[0.25, 1.0]),
+                     dict(crop_padding=2, randaugment="rand-m9-n2")]
+
+
+@pytest.mark.parametrize("settings", RESIDENT_SETTINGS)
+def test_images_kept_on_the_device_give_the_same_batches_and_resume_exactly(settings):
+    """data.on_device: the uint8 images stay where the model trains and are augmented there; the draws stay on the
+    CPU's seeded generators, so the batches are those of the loader that augments on the CPU."""
+    data = synthetic_images(64, 16, seed=0)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    make = lambda resident: BatchLoader(data, 8, train=True, mean=[0.5] * 3, std=[0.25] * 3, seed=3,  # noqa: E731
+                                        img_sizes=[12, 16], device=device, resident=resident, **settings)
+    resident, host = make(True), make(False)
+    assert resident.images.device.type == device and host.images.device.type == "cpu"
+    for (x, y), (x_host, y_host) in zip(resident.epoch(2), host.epoch(2)):
+        assert x.device.type == device and torch.equal(y, y_host)
+        torch.testing.assert_close(x, x_host, atol=1e-4, rtol=0)  # the same images; a GPU's resampling rounds
+    full = list(make(True).epoch(1))
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(full[3:], make(True).epoch(1, start_step=3)))
+
+
+def test_a_config_keeps_the_images_on_a_gpu_by_default_and_where_asked():
+    from vitpe.config import Config
+    from vitpe.data.from_config import images_on_device
+
+    config = Config()
+    assert not images_on_device(config, "cpu") and images_on_device(config, "cuda")  # by default: on a GPU only
+    config.data.on_device = False
+    assert not images_on_device(config, "cuda")
+    config.data.on_device = True
+    assert images_on_device(config, "cpu")

@@ -358,6 +358,12 @@ def test_gpu_check_fits_the_recipe_to_its_time_and_summarises(tmp_path):
     assert config["train"]["epochs"] == planned >= 2 and config["model"]["pe"] == "sincos"
     assert f"| {planned} |" in summary.split("## Recipe, sincos")[1]  # one row per epoch, up to the last
     assert not (tmp_path / "a" / "bench").exists()  # steps left out of STEPS do not run
+    graphed = check(tmp_path / "g", STEPS="graphed", EXTRA=env["EXTRA"] + " data.train_limit=128 model.dim=16")
+    assert graphed.returncode == 0, graphed.stderr[-2000:]
+    summary = (tmp_path / "g" / "summary.md").read_text()  # one run eager, one compiled (CUDA graphs on a GPU)
+    assert "| eager |" in summary and "| graphed |" in summary and "step graphed" not in summary
+    compiled = yaml.safe_load((tmp_path / "g" / "throughput_graphed" / "config.yaml").read_text())["train"]
+    assert compiled["compile"] and compiled["compile_mode"] == "reduce-overhead"
     for out, more, message in [(tmp_path / "a", {}, "already holds files"),
                                (tmp_path / "b", {"TRAIN_SECONDS": "soon"}, "TRAIN_SECONDS must be"),
                                (tmp_path / "c", {"STEPS": "recipe benchmark"}, "unknown step 'benchmark'")]:

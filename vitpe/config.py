@@ -89,6 +89,8 @@ class DataConfig:
     randaugment: str = ""  # e.g. "rand-m9-n2" (torchvision RandAugment with num_ops=n, magnitude=m); "" = off
     mixup: float = 0.0
     cutmix: float = 0.0
+    on_device: bool | None = None  # images: keep the uint8 images on the training device and augment whole batches
+    # there (None = on a GPU, not on the CPU); the batches are the same either way
     synthetic_size: int = 2048  # synthetic images / sequences for training (a quarter of that for testing)
     # text (task: text)
     eval_split: str = "test"  # split evaluated during training: test, or dev (SST-2's usual reported split)
@@ -99,6 +101,9 @@ class DataConfig:
     word_dropout: float = 0.0  # text: replace each real training token by <unk> with this probability
     synthetic_vocab: int = 64  # synthetic text: vocabulary size (specials, markers A and B, fillers)
 
+
+#: torch.compile's modes (``train.compile_mode``).
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 #: Where the learning rate's linear warm-up starts, as a fraction of ``train.lr`` (vitpe.engine.optimizer).
 WARMUP_START = 0.01
@@ -123,6 +128,8 @@ class TrainConfig:
     eval_batch_size: int = 500
     checkpoint_every: int = 0  # also checkpoint every N steps (0 = once per epoch)
     compile: bool = False
+    compile_mode: str = "default"  # torch.compile's mode: default | reduce-overhead (each size's step as a CUDA
+    # graph: on a GPU the host no longer launches every kernel) | max-autotune | max-autotune-no-cudagraphs
     device: str = "auto"  # auto | cpu | cuda
     threads: int = 0  # torch CPU threads (0 = torch default)
     precision: str = "auto"  # auto (bf16 on CUDA, fp32 on CPU) | bf16 | fp32 | fast: vitpe.engine.precision
@@ -488,6 +495,9 @@ def validate(config: Config, for_training: bool = True) -> None:
             (t.eval_batch_size >= 1, "train.eval_batch_size", ">= 1"),
             (t.checkpoint_every >= 0, "train.checkpoint_every", ">= 0 (0: once per epoch)"),
             (t.threads >= 0, "train.threads", ">= 0 (0: torch's default)"),
+            (t.compile_mode in COMPILE_MODES, "train.compile_mode", f"one of {', '.join(COMPILE_MODES)}"),
+            (t.compile or t.compile_mode == "default", "train.compile_mode",
+             "default unless train.compile=true (the mode is torch.compile's)"),
             (d.val_split >= 0, "data.val_split", ">= 0"),
             (d.crop_padding >= 0, "data.crop_padding", ">= 0"),
             (d.mixup >= 0 and d.cutmix >= 0, "data.mixup/cutmix", ">= 0 (0: off)"),

@@ -36,6 +36,13 @@ def load_image_split(config: Config, split: str) -> ImageSet:
     return data.limit(d.train_limit if split == "train" else d.test_limit)
 
 
+def images_on_device(config: Config, device: torch.device | str) -> bool:
+    """Whether the training images are kept on ``device`` and augmented there (``data.on_device``; by default on a
+    GPU, where a host that augments every batch keeps the device waiting, and not on the CPU, where it is the same
+    memory)."""
+    return config.data.on_device if config.data.on_device is not None else torch.device(device).type != "cpu"
+
+
 def load_image_splits(config: Config) -> tuple[ImageSet, ImageSet]:
     """(train, test) image sets per ``config.data``, limits applied."""
     return load_image_split(config, "train"), load_image_split(config, "test")
@@ -108,15 +115,16 @@ def build_run_data(config: Config, ckpt: dict[str, Any] | None, device: torch.de
         saved = ckpt["normalization"] if ckpt else normalization
         mean, std = (saved["mean"], saved["std"]) if saved else channel_stats(train_set.images)
 
+        resident = images_on_device(config, device)
+
         def make(data, train):
             if train:
                 return BatchLoader(data, t.batch_size, train=True, seed=t.seed, img_sizes=t.img_sizes,
                                    size_epochs=t.img_size_epochs, crop_padding=d.crop_padding,
                                    crop_pad_mode=d.crop_pad_mode, hflip=d.hflip, randaugment=d.randaugment,
-                                   crop_scale=d.crop_scale,
-                                   mean=mean, std=std, **shard)
+                                   crop_scale=d.crop_scale, mean=mean, std=std, resident=resident, **shard)
             return BatchLoader(data, t.eval_batch_size, train=False, img_sizes=[eval_size(config)], mean=mean, std=std,
-                               **shard)  # tested at the last training size
+                               resident=resident, **shard)  # tested at the last training size
 
         stats = {}
         extras = {"normalization": {"mean": list(mean), "std": list(std)}}

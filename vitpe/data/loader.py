@@ -3,6 +3,10 @@
 Every random choice of a batch (its images, crop offsets, flips, resolution) comes from a generator seeded by
 ``(seed, epoch, step)``, so any step can be reproduced on its own: resuming mid-epoch gives the same batches, and
 DistributedDataParallel ranks take disjoint shards of the same permutation.
+
+With ``resident=True`` the uint8 images live on the loader's device (a GPU) and every augmentation runs there on
+whole batches; the random draws stay on the CPU's seeded generators (a few numbers per image), so a batch is the
+same on either device and a resumed run draws the same batches.
 """
 
 from __future__ import annotations
@@ -39,15 +43,16 @@ def random_crop(images: torch.Tensor, padding: int, g: torch.Generator, mode: st
         padded = F.pad(images.float(), (padding,) * 4, mode="reflect").to(images.dtype)  # (B, C, H + 2p, W + 2p)
     else:
         padded = F.pad(images, (padding,) * 4)  # (B, C, H + 2p, W + 2p)
-    offsets = torch.randint(0, 2 * padding + 1, (B, 2), generator=g)  # (B, 2)
-    rows = offsets[:, 0, None] + torch.arange(H)  # (B, H)
-    cols = offsets[:, 1, None] + torch.arange(W)  # (B, W)
-    batch = torch.arange(B)[:, None, None]
+    device = images.device
+    offsets = torch.randint(0, 2 * padding + 1, (B, 2), generator=g).to(device, non_blocking=True)  # (B, 2)
+    rows = offsets[:, 0, None] + torch.arange(H, device=device)  # (B, H)
+    cols = offsets[:, 1, None] + torch.arange(W, device=device)  # (B, W)
+    batch = torch.arange(B, device=device)[:, None, None]
     return padded.permute(0, 2, 3, 1)[batch, rows[:, :, None], cols[:, None, :]].permute(0, 3, 1, 2)  # (B, C, H, W)
 
 
 def random_hflip(images: torch.Tensor, g: torch.Generator) -> torch.Tensor:
-    flip = torch.rand(images.shape[0], generator=g) < 0.5  # (B,)
+    flip = (torch.rand(images.shape[0], generator=g) < 0.5).to(images.device, non_blocking=True)  # (B,)
     return torch.where(flip[:, None, None, None], images.flip(-1), images)
 
 
@@ -128,15 +133,18 @@ class BatchLoader(ShardedBatches):
     crop replaces the padded one and resamples each image straight to the training size. ``img_sizes`` holds sizes
     (an int for a square, or (h, w)); with more than one entry training draws one size per batch (multi-resolution),
     or, with ``size_epochs`` (one count per size), trains ``size_epochs[i]`` epochs at ``img_sizes[i]`` in turn
-    (progressive resizing).
+    (progressive resizing). ``resident``: the images are moved to ``device`` once and augmented there (see the
+    module's notes); the batches are the same as without.
     """
 
     def __init__(self, data: ImageSet, batch_size: int, *, train: bool, mean: list[float], std: list[float],
                  seed: int = 0, img_sizes: tuple | list = (32,), size_epochs: tuple | list = (),
                  crop_padding: int = 4, crop_pad_mode: str = "zero", hflip: bool = True, randaugment: str = "",
                  crop_scale: tuple | list = (), rank: int = 0, world: int = 1,
-                 device: torch.device | str = "cpu") -> None:
+                 device: torch.device | str = "cpu", resident: bool = False) -> None:
         super().__init__(data, batch_size, train=train, seed=seed, rank=rank, world=world, device=device)
+        where = self.device if resident else data.images.device
+        self.images, self.labels = data.images.to(where), data.labels.to(where)  # (N, 3, H, W) uint8, (N,)
         self.mean = torch.tensor(mean, device=self.device).view(1, -1, 1, 1)  # (1, C, 1, 1)
         self.std = torch.tensor(std, device=self.device).view(1, -1, 1, 1)
         self.img_sizes = [(size, size) if isinstance(size, int) else tuple(size) for size in img_sizes]  # (h, w)
@@ -148,7 +156,8 @@ class BatchLoader(ShardedBatches):
         self.randaugment = _build_randaugment(randaugment) if train and randaugment else None
 
     def batch(self, idx: torch.Tensor, epoch: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        images, labels = self.data.images[idx], self.data.labels[idx]  # (B, 3, H, W) uint8, (B,)
+        idx = idx.to(self.images.device, non_blocking=True)
+        images, labels = self.images[idx], self.labels[idx]  # (B, 3, H, W) uint8, (B,)
         size = self.img_sizes[0]
         if self.train:
             g = torch.Generator().manual_seed(step_seed(self.seed, epoch, step, salt=self.rank + 1))

@@ -96,15 +96,22 @@ class SizeCompiled(nn.Module):
     """``model`` compiled for training on inputs shaped as ``examples`` (one per training size or sequence width:
     :func:`blank_images`, :func:`blank_sequences`) under ``precision``: grid caches filled first, one static graph
     per shape, and no eager fallback (room for one unforeseen recompilation per shape; past it, dynamo's error). It
-    shares ``model``'s parameters: save and evaluate ``model`` itself. ``backend``: torch.compile's."""
+    shares ``model``'s parameters: save and evaluate ``model`` itself. ``backend``: torch.compile's; ``mode``:
+    inductor's (``reduce-overhead`` records each shape's forward and backward as CUDA graphs and replays them, so a
+    step no longer waits on the host launching every kernel; each training call then starts a new graph step)."""
 
     def __init__(self, model: nn.Module, examples: Sequence[tuple[torch.Tensor, ...]], precision: str = "auto",
-                 backend: str | Any = "inductor") -> None:
+                 backend: str | Any = "inductor", mode: str = "default") -> None:
         super().__init__()
         fill_grid_caches(model, examples, precision)
         self.graphs = 2 * len(examples)
-        self.compiled = torch.compile(model, dynamic=False, backend=backend)
+        self.new_graph_step = mode == "reduce-overhead"
+        options = {"mode": mode} if backend == "inductor" and mode != "default" else {}
+        self.compiled = torch.compile(model, dynamic=False, backend=backend, **options)
 
     def forward(self, *inputs: Any) -> torch.Tensor:
+        if self.new_graph_step and self.training:
+            # the last step's graph outputs (logits, loss) are done with: its buffers may be reused by this replay
+            torch.compiler.cudagraph_mark_step_begin()
         with compile_limits(self.graphs):
             return self.compiled(*inputs)
