@@ -54,7 +54,8 @@ def test_ranges_and_gaps_over_rows_read_each_cells_first_number(cells):
     assert table_cells.cell_range(cells, "fake", "16", "cpb&interpolate", "cpb&extrapolate") == "52.0–53.0"
     assert table_cells.cell_range(cells, "fake", "kernels", "cpb&interpolate", "cpb&extrapolate") == "+65"
     assert table_cells.cell_range_unsigned(cells, "fake", "16", "rope_axial", "*crop") == "14.5–21.8"
-    with pytest.raises(ValueError, match="mixes signs"):
+    assert table_cells.row_range(cells, "fake", "rope_axial", "16", "32", "kernels") == "-14.5–88.5"
+    with pytest.raises(ValueError, match="mix signs"):
         table_cells.cell_range_unsigned(cells, "fake", "16", "rope_axial", "cpb&interpolate")
     assert table_cells.cell_gap(cells, "fake", "16", "cpb&interpolate", "rope_axial") == "67.5"
     assert table_cells.cell_gap(cells, "fake", "32", "cpb&interpolate", "rope_axial") == "40.4"  # ranks skipped

@@ -1,6 +1,7 @@
 """The tables of the Imagenette study (RESULTS.md, "Resolution transfer on real photographs"), from its committed
-records: the runs of ``configs/imagenette.yaml`` under ``results/imagenette/trained/`` and the sweep
-``results/imagenette/resolution/resolution.json`` (``scripts/imagenette.sh``)."""
+records (``scripts/imagenette.sh``): the recipe, ``configs/imagenette.yaml``, under ``results/imagenette/`` (runs in
+``trained/``, the sweep in ``resolution/resolution.json``), and the ten-PE grid at its budget,
+``configs/imagenette_grid.yaml``, under ``results/imagenette/grid/`` in the same layout."""
 
 from __future__ import annotations
 
@@ -14,14 +15,19 @@ from reports.machines import machine_cpu, machine_letters
 from reports.records import MISSING, markdown, mean_std, per_seed, read_run, resolution_table, sweep
 from vitpe.resolution.report import gains_table, paired_gains
 
+RECIPE = ("results/imagenette", "configs/imagenette.yaml")
+GRID = ("results/imagenette/grid", "configs/imagenette_grid.yaml")
 TRAINED = "results/imagenette/trained"
 SWEEP = "results/imagenette/resolution/resolution.json"
 SEEDS = (0, 1, 2)
+TRAINING_SIZE = 64
+#: The sizes of the grid's ranking: 1.5-2x the training size, and 2.5x.
+NEAR, FAR = (96, 112, 128), 160
 THREADS = re.compile(r"(\d+) threads?$")
 
 
-def finished_runs(root: Path):
-    folder = root / TRAINED
+def finished_runs(root: Path, study: str = RECIPE[0]):
+    folder = root / study / "trained"
     runs = [read_run(f) for f in sorted(folder.iterdir()) if (f / "metrics.jsonl").is_file()] if folder.is_dir() else []
     return [r for r in runs if r.finished]
 
@@ -32,12 +38,12 @@ def threads_of(run) -> str:
     return ", ".join(counts) or "not recorded"
 
 
-def imagenette_recipe(root: Path) -> str:
-    """Each PE with the Imagenette recipe: validation accuracy at its 64 px per seed, mean ± std, wall time and
-    training throughput, the machine."""
-    runs = finished_runs(root)
+def runs_table(root: Path, study: str, config: str) -> str:
+    """Each PE trained with ``config``: validation accuracy at its 64 px per seed, mean ± std, wall time and training
+    throughput, the machine."""
+    runs = finished_runs(root, study)
     if not runs:
-        return f"{MISSING} No run of `configs/imagenette.yaml` has finished yet (`{TRAINED}/`).\n"
+        return f"{MISSING} No run of `{config}` has finished yet (`{study}/trained/`).\n"
     letter = machine_letters(r.machines for r in runs)
     by_pe: dict[str, list] = defaultdict(list)
     for run in runs:
@@ -55,21 +61,87 @@ def imagenette_recipe(root: Path) -> str:
                      "train img/s (epochs' mean)", "machine (threads)"], rows) + f"\nMachines: {legend}.\n"
 
 
-def imagenette_resolution(root: Path) -> str:
-    """The recipe's models on the whole validation set at 48-160 px in every mode, mean ± std over seeds, then each
-    run's change against its own 64 px accuracy (the FixRes gain where it is positive)."""
-    path = root / SWEEP
+def trained_records(root: Path, study: str) -> list[dict] | None:
+    """The sweep's records of the runs as trained (no fine-tune, no augmented run), without the (PE, mode) pairs that
+    cannot be evaluated at all (CPB has no frequencies to scale); None where no sweep is committed."""
+    path = root / study / "resolution/resolution.json"
     if not path.is_file():
-        return f"{MISSING} No sweep committed yet (`{SWEEP}`).\n"
+        return None
     records = [r for r in sweep(path) if "_s" in r["run"] and "_128_" not in r["run"] and "rescale" not in r["run"]]
     possible = {(r["pe"], r["pe_resize"]) for r in records if r["accuracy"] is not None}
-    records = [r for r in records if (r["pe"], r["pe_resize"]) in possible]  # no rows of n/a (cpb has no ntk)
+    return [r for r in records if (r["pe"], r["pe_resize"]) in possible]
+
+
+def resolution_tables(root: Path, study: str) -> str:
+    """The models on the whole validation set at 48-160 px in every mode, mean ± std over seeds, then each run's
+    change against its own 64 px accuracy (the FixRes gain where it is positive)."""
+    records = trained_records(root, study)
+    if records is None:
+        return f"{MISSING} No sweep committed yet (`{study}/resolution/resolution.json`).\n"
     runs_per_pe: dict[str, set] = defaultdict(set)
     for record in records:
         runs_per_pe[record["pe"]].add(record["run"])
     note = "Seeds per row: " + ", ".join(f"`{pe}` {len(runs)}" for pe, runs in sorted(runs_per_pe.items())) + "."
     gains = gains_table(paired_gains(records, "resolution"), "resolution")
     return resolution_table(records) + f"\n{note}\n\n" + gains
+
+
+def changes_by_run(records: list[dict], mode: str) -> dict[str, dict[int, float]]:
+    """Each run's accuracy change (points) at every size against its own accuracy at the training size, in ``mode``."""
+    by_run: dict[str, dict[int, float]] = defaultdict(dict)
+    for r in records:
+        if r["pe_resize"] == mode and r["accuracy"] is not None:
+            by_run[r["run"]][int(r["resolution"])] = 100 * r["accuracy"]
+    return {run: {size: acc - sizes[TRAINING_SIZE] for size, acc in sizes.items()}
+            for run, sizes in by_run.items() if TRAINING_SIZE in sizes}
+
+
+def grid_ranking(root: Path) -> str:
+    """The ten PEs ranked by what testing above the training size gives them without fine-tuning: each run's best
+    change at 1.5-2x (96-128 px) and its change at 2.5x (160 px), interpolated, mean ± std over seeds; and what
+    extrapolating instead costs at 2.5x (extrapolated against interpolated, each run against itself)."""
+    study = GRID[0]
+    records = trained_records(root, study)
+    if not records:
+        return f"{MISSING} No sweep of the grid committed yet (`{study}/resolution/resolution.json`).\n"
+    pe_of = {r["run"]: r["pe"] for r in records}
+    interpolated, extrapolated = changes_by_run(records, "interpolate"), changes_by_run(records, "extrapolate")
+    rows = []
+    for pe in sorted(set(pe_of.values())):
+        runs = sorted(run for run in interpolated if pe_of[run] == pe and FAR in interpolated[run]
+                      and all(size in interpolated[run] for size in NEAR))
+        if not runs:
+            continue
+        at_training = [r["accuracy"] * 100 for r in records if r["run"] in runs and r["pe_resize"] == "interpolate"
+                       and int(r["resolution"]) == TRAINING_SIZE]
+        near = [max(interpolated[run][size] for size in NEAR) for run in runs]
+        far = [interpolated[run][FAR] for run in runs]
+        cost = [extrapolated[run][FAR] - interpolated[run][FAR] for run in runs if FAR in extrapolated.get(run, {})]
+        best_sizes = [max(NEAR, key=lambda size: interpolated[run][size]) for run in runs]
+        rows.append((statistics.fmean(near), [f"`{pe}`", len(runs), points(at_training, signed=False), points(near),
+                                              " / ".join(str(s) for s in best_sizes), points(far),
+                                              points(cost) if cost else "n/a (cannot extrapolate)"]))
+    rows.sort(key=lambda row: -row[0])
+    return markdown(["PE", "seeds", "acc. at 64 px (%)", f"best change at {NEAR[0]}–{NEAR[-1]} px, interpolated",
+                     "best size, by seed", f"change at {FAR} px, interpolated", f"extrapolated − interpolated at {FAR} px"],
+                    [row for _, row in rows])
+
+
+def points(values: list[float], signed: bool = True) -> str:
+    """Mean ± std of values already in points, signed where asked; the std only over more than one."""
+    mean = statistics.fmean(values)
+    text = f"{mean:+.1f}" if signed else f"{mean:.1f}"
+    return text + (f" ± {statistics.stdev(values):.1f}" if len(values) > 1 else "")
+
+
+def imagenette_recipe(root: Path) -> str:
+    """The recipe's runs (:func:`runs_table`)."""
+    return runs_table(root, *RECIPE)
+
+
+def imagenette_resolution(root: Path) -> str:
+    """The recipe's models across sizes (:func:`resolution_tables`)."""
+    return resolution_tables(root, RECIPE[0])
 
 
 def imagenette_short(root: Path) -> str:
@@ -98,4 +170,7 @@ TABLES: dict[str, Callable[[Path], str]] = {
     "imagenette-recipe": imagenette_recipe,
     "imagenette-resolution": imagenette_resolution,
     "imagenette-short": imagenette_short,
+    "imagenette-grid": lambda root: runs_table(root, *GRID),
+    "imagenette-grid-resolution": lambda root: resolution_tables(root, GRID[0]),
+    "imagenette-grid-ranking": grid_ranking,
 }

@@ -6,7 +6,7 @@ as generated from the records, so the two cannot drift apart. A page writes, e.g
 naming the table, the row (its first cell, backticks and bold removed; ``cpb&interpolate`` for the row whose first two
 cells are those) and the column (its header, or ``#N`` for the N-th); ``+`` stands for a space inside an argument, and a cell name with ``*``
 or ``?`` matches as a shell pattern (``*rope_mixed`` for the row "+ rope_mixed"). ``cell-range`` gives the span
-"low–high" of one column over several rows, ``cell-gap`` the distance between two rows' numbers (each cell's first
+"low–high" of one column over several rows (``row-range`` of one row over several columns), ``cell-gap`` the distance between two rows' numbers (each cell's first
 number, after a leading rank "N:")."""
 
 from __future__ import annotations
@@ -78,19 +78,31 @@ def cell_number(root: Path, table: str, row: str, column: str) -> str:
     return number_in(lookup(root, table, row, column), f"{table} {row} {column}")[1]
 
 
+def span_of(numbers: list[tuple[float, str]], unsigned: bool = False) -> str:
+    """"low–high" of numbers (each as a value and as written), or one number where they agree; ``unsigned``: of their
+    sizes, which must then share a sign."""
+    if unsigned:
+        if len({value > 0 for value, _ in numbers if value != 0}) > 1:
+            raise ValueError("the numbers mix signs: use cell-range")
+        numbers = [(abs(value), text.lstrip("+-−")) for value, text in numbers]
+    numbers = sorted(numbers)
+    low, high = numbers[0][1], numbers[-1][1]
+    return low if low == high else f"{low}–{high}"
+
+
 def cell_range(root: Path, table: str, column: str, *rows: str, unsigned: bool = False) -> str:
     """The lowest and the highest number of ``column`` over ``rows`` (each cell's first number, as written), "low–high",
     or one number where they agree; ``unsigned``: of the numbers' sizes ("lose 14.5–21.8 points")."""
     if len(rows) < 2:
         raise ValueError("a cell range takes TABLE COLUMN and two or more rows")
-    numbers = [number_in(lookup(root, table, row, column), f"{table} {row} {column}") for row in rows]
-    if unsigned:
-        if len({value > 0 for value, _ in numbers if value != 0}) > 1:
-            raise ValueError(f"{table}'s {column} mixes signs over {', '.join(rows)}: use cell-range")
-        numbers = [(abs(value), text.lstrip("+-−")) for value, text in numbers]
-    numbers.sort()
-    low, high = numbers[0][1], numbers[-1][1]
-    return low if low == high else f"{low}–{high}"
+    return span_of([number_in(lookup(root, table, row, column), f"{table} {row} {column}") for row in rows], unsigned)
+
+
+def row_range(root: Path, table: str, row: str, *columns: str) -> str:
+    """:func:`cell_range` along one row: the lowest and highest number of ``row`` over ``columns``."""
+    if len(columns) < 2:
+        raise ValueError("row-range takes TABLE ROW and two or more columns")
+    return span_of([number_in(lookup(root, table, row, column), f"{table} {row} {column}") for column in columns])
 
 
 def cell_range_unsigned(root: Path, table: str, column: str, *rows: str) -> str:
@@ -108,4 +120,5 @@ def cell_gap(root: Path, table: str, column: str, first: str, second: str) -> st
 
 #: Numbers inside sentences (scripts/report.py's ``<!-- value: NAME ARG ... -->``).
 VALUES: dict[str, Callable[..., str]] = {"cell": cell, "cell-number": cell_number, "cell-range": cell_range,
-                                         "cell-range-unsigned": cell_range_unsigned, "cell-gap": cell_gap}
+                                         "cell-range-unsigned": cell_range_unsigned, "cell-gap": cell_gap,
+                                         "row-range": row_range}
