@@ -146,15 +146,10 @@ def summed_lr(root: Path, config: str, metrics: str) -> str:
     return f"{summed_learning_rate(read_yaml(paths[0]), last['step'] // last['epoch']):.2f}"
 
 
-#: Numbers inside sentences (scripts/report.py's ``<!-- value: NAME ARG ... -->``).
+#: Numbers inside sentences (scripts/report.py's ``<!-- value: NAME ARG ... -->``), each named as its function with
+#: dashes: ``run-minutes`` is :func:`run_minutes`.
 VALUES: dict[str, Callable[..., str]] = {
-    "run-minutes": run_minutes,
-    "run-minutes-total": run_minutes_total,
-    "run-accuracy": run_accuracy,
-    "run-time-ratio": run_time_ratio,
-    "epoch-time-ratio": epoch_time_ratio,
-    "epoch-time": epoch_time,
-    "run-throughput": run_throughput,
-    "run-steps": run_steps,
-    "summed-lr": summed_lr,
+    value.__name__.replace("_", "-"): value
+    for value in (run_minutes, run_minutes_total, run_accuracy, run_time_ratio, epoch_time_ratio, epoch_time,
+                  run_throughput, run_steps, summed_lr)
 }
