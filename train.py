@@ -36,7 +36,7 @@ from vitpe.data.text import Vocabulary
 from vitpe.engine.compiled import SizeCompiled, blank_images, blank_sequences, missing_compiler
 from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.engine.distributed import DistInfo, all_reduce_sum, init_distributed, shutdown
-from vitpe.engine.loop import TrainState, evaluate, train_one_epoch
+from vitpe.engine.loop import TrainState, evaluate, sync_every, train_one_epoch
 from vitpe.engine.metrics_file import append_record, read_records, save_records
 from vitpe.engine.optimizer import build_optimizer, build_scheduler
 from vitpe.engine.precision import emulated_bf16_note, fast_in_float32_note, resolve_precision
@@ -247,9 +247,12 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
                             f"{s.step_in_epoch}: checkpoint written; continue with: python train.py --resume "
                             f"{out_dir}")
 
+    checked_at = [state.global_step]  # the step of the last call: on a GPU the loop calls every few steps
+
     def on_step(s: TrainState) -> None:
-        saved = bool(t.checkpoint_every and s.global_step % t.checkpoint_every == 0 and
-                     s.step_in_epoch < len(data.train))
+        every = t.checkpoint_every
+        saved = bool(every and s.global_step // every > checked_at[0] // every and s.step_in_epoch < len(data.train))
+        checked_at[0] = s.global_step
         if saved:
             checkpoint(out_dir / "checkpoint.pt")
         stop_if_asked(s, saved)
@@ -262,7 +265,7 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
         train_metrics = train_one_epoch(
             train_model, data.train, optimizer, scheduler, state, seed=t.seed, label_smoothing=t.label_smoothing,
             grad_clip=t.grad_clip, mixup=mixup, ema=ema, dist_info=dist_info, device=device, on_step=on_step,
-            progress=not args.no_progress, rate_key=rate_key, precision=t.precision)
+            progress=not args.no_progress, rate_key=rate_key, precision=t.precision, sync_steps=sync_every(device))
         test = evaluate(model, data.test, device, dist_info, t.precision)
         record = {"epoch": state.epoch + 1, "step": state.global_step, **train_metrics,
                   "test_loss": test["loss"], "test_acc": test["acc"]}

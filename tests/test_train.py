@@ -174,3 +174,30 @@ def test_nan_loss_stops_with_a_clear_message_and_keeps_the_checkpoint(tmp_path, 
     assert "loss became" in capsys.readouterr().err
     assert (out / "metrics.jsonl").read_text() == ""
     load_checkpoint(out)  # intact and loadable
+
+
+def test_a_gpu_run_reads_its_loss_every_few_steps_with_the_same_numbers_and_checkpoints(tmp_path, monkeypatch, capsys):
+    """On a GPU the host reads the running loss every GPU_SYNC_EVERY steps (each read waits for the device); the
+    epoch's metrics are those of reading every step, a non-finite loss still stops the run, naming the steps, and
+    train.checkpoint_every still checkpoints though the loop calls back only at the reads. Emulated on the CPU."""
+    import vitpe.engine.loop as loop
+
+    common = ["--config", SMOKE, "data.synthetic_size=320", "train.batch_size=32", "train.epochs=1"]
+    assert run_main(*common, f"out_dir={tmp_path / 'every'}") == 0
+    monkeypatch.setattr(train, "sync_every", lambda device: 4)  # ten steps: reads at steps 3, 7 and 9 (0-based)
+    reads, saves = [], []
+    read_into, save_atomic = loop.PendingSums.read_into, train.save_atomic
+    monkeypatch.setattr(loop.PendingSums, "read_into",
+                        lambda self, state, last: reads.append(last) or read_into(self, state, last))
+    monkeypatch.setattr(train, "save_atomic", lambda payload, path: saves.append(
+        (Path(path).name, payload["train_state"]["step_in_epoch"])) or save_atomic(payload, path))
+    assert run_main(*common, f"out_dir={tmp_path / 'fewer'}", "train.checkpoint_every=5") == 0
+    assert reads == [3, 7, 9]
+    assert ("checkpoint.pt", 8) in saves  # step 5 was crossed by the read after step 8: checkpointed there
+    every, fewer = (json.loads((tmp_path / name / "metrics.jsonl").read_text()) for name in ("every", "fewer"))
+    assert {k: every[k] for k in ("train_loss", "train_acc", "test_acc")} == \
+        {k: fewer[k] for k in ("train_loss", "train_acc", "test_acc")}
+    capsys.readouterr()
+    assert run_main("--config", SMOKE, f"out_dir={tmp_path / 'nan'}", "train.lr=1e30", "train.grad_clip=0",
+                    "train.warmup_epochs=0") == 2
+    assert "loss became nan at epoch 1, one of steps 0-3" in capsys.readouterr().err
