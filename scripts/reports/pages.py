@@ -113,7 +113,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "value:sst2-minutes x1",
         "value:sst2-train-accuracy x1",
     ),
-    "docs/speed.md": ("value:gpu-step-ms x1",),
+    "docs/speed.md": ("value:cell-number x2", "value:gpu-step-ms x1"),
     "docs/text.md": ("value:sst2-lengths x5",),
     "docs/training.md": ("value:cell-range x1", "value:run-throughput x1"),
 }
