@@ -20,6 +20,12 @@ TABLE = """| PE | mode | 16 | 32 | kernels |
 | `cpb` | extrapolate | 52.0 ± 0.5 | 2: 47.0 | +65 |
 | `rope_axial` | interpolate | **-14.5 ± 2.2** | 3 of 5: 88.5 | +6 |
 | + the loop's crop | extrapolate | -21.8 | 1,234.5 | +0 |
+
+A second table under the first is not read:
+
+| PE | mode | 16 | 32 | kernels |
+|---|---|---|---|---|
+| `sincos` | interpolate | 1 | 2 | 3 |
 """
 
 
@@ -42,7 +48,7 @@ def test_a_cell_is_found_by_its_row_and_column(cells):
 def test_a_row_or_column_that_is_not_there_or_not_one_is_named_in_the_error(cells):
     with pytest.raises(ValueError, match="has 2 rows named 'cpb'; its rows: cpb, rope_axial"):
         table_cells.cell(cells, "fake", "cpb", "16")
-    with pytest.raises(ValueError, match="no row named 'sincos'"):
+    with pytest.raises(ValueError, match="no row named 'sincos'"):  # it is in the second table only
         table_cells.cell(cells, "fake", "sincos", "16")
     with pytest.raises(ValueError, match="no column '64'"):
         table_cells.cell(cells, "fake", "rope_axial", "64")

@@ -3,11 +3,12 @@ as generated from the records, so the two cannot drift apart. A page writes, e.g
 
     CPB leads (<!-- value: cell recipe-pes cpb mean+±+std -->78.7 ± 0.9<!-- /value -->)
 
-naming the table, the row (its first cell, backticks and bold removed; ``cpb&interpolate`` for the row whose first two
-cells are those) and the column (its header, or ``#N`` for the N-th); ``+`` stands for a space inside an argument, and a cell name with ``*``
-or ``?`` matches as a shell pattern (``*rope_mixed`` for the row "+ rope_mixed"). ``cell-range`` gives the span
-"low–high" of one column over several rows (``row-range`` of one row over several columns), ``cell-gap`` the distance between two rows' numbers (each cell's first
-number, after a leading rank "N:")."""
+naming the table, the row (its first cell, backticks and bold removed; ``cpb&interpolate`` for the row whose first
+two cells are those) and the column (its header, or ``#N`` for the N-th); ``+`` stands for a space inside an
+argument, and a cell name with ``*`` or ``?`` matches as a shell pattern (``*rope_mixed`` for the row "+ rope_mixed").
+A table that is several tables reads as its first. ``cell-range`` gives the span "low–high" of one column over
+several rows (``row-range`` of one row over several columns), ``cell-gap`` the distance between two rows' numbers
+(each cell's first number, after a leading rank "N:")."""
 
 from __future__ import annotations
 
@@ -28,7 +29,10 @@ def table_rows(root: Path, table: str) -> tuple[list[str], list[list[str]]]:
 
     if table not in TABLES:
         raise ValueError(f"no table named {table!r}")
-    lines = [line for line in TABLES[table](root).splitlines() if line.startswith("|")]
+    text = TABLES[table](root).splitlines()
+    start = next((i for i, line in enumerate(text) if line.startswith("|")), len(text))
+    end = next((i for i in range(start, len(text)) if not text[i].startswith("|")), len(text))
+    lines = text[start:end]  # the first table's lines
     if len(lines) < 2:
         raise ValueError(f"table {table!r} has no rows")
 
