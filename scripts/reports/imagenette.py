@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import Callable
 
 from reports.machines import machine_cpu, machine_letters
-from reports.records import MISSING, markdown, mean_std, per_seed, read_run, resolution_table, sweep
+from reports.records import MISSING, SEEDS, markdown, mean_std, per_seed, read_run, resolution_table, sweep
 from vitpe.resolution.report import gains_table, paired_gains
 
 RECIPE = ("results/imagenette", "configs/imagenette.yaml")
 GRID = ("results/imagenette/grid", "configs/imagenette_grid.yaml")
 TRAINED = "results/imagenette/trained"
 SWEEP = "results/imagenette/resolution/resolution.json"
-SEEDS = (0, 1, 2)
 TRAINING_SIZE = 64
 #: The sizes of the grid's ranking: 1.5-2x the training size, and 2.5x.
 NEAR, FAR = (96, 112, 128), 160
@@ -86,52 +85,49 @@ def resolution_tables(root: Path, study: str) -> str:
     return resolution_table(records) + f"\n{note}\n\n" + gains
 
 
-def changes_by_run(records: list[dict], mode: str) -> dict[str, dict[int, float]]:
-    """Each run's accuracy change (points) at every size against its own accuracy at the training size, in ``mode``."""
+def accuracy_by_run(records: list[dict], mode: str) -> dict[str, dict[int, float]]:
+    """Each run's accuracy (points) at every size it was evaluated at in ``mode``."""
     by_run: dict[str, dict[int, float]] = defaultdict(dict)
     for r in records:
         if r["pe_resize"] == mode and r["accuracy"] is not None:
             by_run[r["run"]][int(r["resolution"])] = 100 * r["accuracy"]
-    return {run: {size: acc - sizes[TRAINING_SIZE] for size, acc in sizes.items()}
-            for run, sizes in by_run.items() if TRAINING_SIZE in sizes}
+    return by_run
 
 
 def grid_ranking(root: Path) -> str:
     """The ten PEs ranked by what testing above the training size gives them without fine-tuning: each run's best
-    change at 1.5-2x (96-128 px) and its change at 2.5x (160 px), interpolated, mean ± std over seeds; and what
-    extrapolating instead costs at 2.5x (extrapolated against interpolated, each run against itself)."""
+    change at 1.5-2x (96-128 px) and its change at 2.5x (160 px), interpolated, against its own accuracy at 64 px,
+    mean ± std over seeds; and what extrapolating instead costs at 2.5x (extrapolated against interpolated, each run
+    against itself)."""
     study = GRID[0]
     records = trained_records(root, study)
     if not records:
         return f"{MISSING} No sweep of the grid committed yet (`{study}/resolution/resolution.json`).\n"
     pe_of = {r["run"]: r["pe"] for r in records}
-    interpolated, extrapolated = changes_by_run(records, "interpolate"), changes_by_run(records, "extrapolate")
+    interpolated, extrapolated = accuracy_by_run(records, "interpolate"), accuracy_by_run(records, "extrapolate")
+    needed = (TRAINING_SIZE, FAR, *NEAR)
     rows = []
     for pe in sorted(set(pe_of.values())):
-        runs = sorted(run for run in interpolated if pe_of[run] == pe and FAR in interpolated[run]
-                      and all(size in interpolated[run] for size in NEAR))
+        runs = sorted(run for run, sizes in interpolated.items() if pe_of[run] == pe and all(s in sizes for s in needed))
         if not runs:
             continue
-        at_training = [r["accuracy"] * 100 for r in records if r["run"] in runs and r["pe_resize"] == "interpolate"
-                       and int(r["resolution"]) == TRAINING_SIZE]
-        near = [max(interpolated[run][size] for size in NEAR) for run in runs]
-        far = [interpolated[run][FAR] for run in runs]
+        at_training = [interpolated[run][TRAINING_SIZE] for run in runs]
+        near = [max(interpolated[run][size] for size in NEAR) - interpolated[run][TRAINING_SIZE] for run in runs]
+        far = [interpolated[run][FAR] - interpolated[run][TRAINING_SIZE] for run in runs]
         cost = [extrapolated[run][FAR] - interpolated[run][FAR] for run in runs if FAR in extrapolated.get(run, {})]
-        best_sizes = [max(NEAR, key=lambda size: interpolated[run][size]) for run in runs]
-        rows.append((statistics.fmean(near), [f"`{pe}`", len(runs), points(at_training, signed=False), points(near),
-                                              " / ".join(str(s) for s in best_sizes), points(far),
-                                              points(cost) if cost else "n/a (cannot extrapolate)"]))
+        best_sizes = [max(NEAR, key=interpolated[run].__getitem__) for run in runs]
+        rows.append((statistics.fmean(near), [f"`{pe}`", len(runs), mean_std(at_training), changes(near),
+                                              " / ".join(str(s) for s in best_sizes), changes(far),
+                                              changes(cost) if cost else "n/a (cannot extrapolate)"]))
     rows.sort(key=lambda row: -row[0])
     return markdown(["PE", "seeds", "acc. at 64 px (%)", f"best change at {NEAR[0]}–{NEAR[-1]} px, interpolated",
                      "best size, by seed", f"change at {FAR} px, interpolated", f"extrapolated − interpolated at {FAR} px"],
                     [row for _, row in rows])
 
 
-def points(values: list[float], signed: bool = True) -> str:
-    """Mean ± std of values already in points, signed where asked; the std only over more than one."""
-    mean = statistics.fmean(values)
-    text = f"{mean:+.1f}" if signed else f"{mean:.1f}"
-    return text + (f" ± {statistics.stdev(values):.1f}" if len(values) > 1 else "")
+def changes(values: list[float]) -> str:
+    """Changes in points, mean ± std, signed with hyphens as the gains table above them is."""
+    return mean_std(values, signed=True, minus="-")
 
 
 def imagenette_recipe(root: Path) -> str:

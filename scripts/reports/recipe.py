@@ -12,8 +12,8 @@ from typing import Callable, Iterable
 from vitpe.machine import as_one_process
 from reports.compare import compare_records
 from reports.machines import machine_letters, named_machine
-from reports.records import (MISSING, SEEDS, Run, markdown, mean_std, per_seed, read_run, resolution_table,
-                             side_by_side, site_of, sweep)
+from reports.records import (MISSING, SEEDS, Run, figure_or_range, markdown, mean_std, per_seed, read_run,
+                             resolution_table, side_by_side, site_of, sweep)
 
 
 
@@ -338,10 +338,7 @@ def against_each_loop(runs: list[Run], loops: dict[frozenset[str], list[Run]]) -
     minutes = statistics.fmean(r.minutes for r in runs)
     anchors = {anchor_machine(r.machines) for r in runs}
     ratios = [minutes / loop.minutes for machine in anchors for loop in loops.get(machine, [])]
-    if not ratios:
-        return "—"
-    low, high = f"{min(ratios):.2f}", f"{max(ratios):.2f}"
-    return low if low == high else f"{low}–{high}"
+    return figure_or_range(ratios, ".2f") if ratios else "—"
 
 
 def recipe_current_short(root: Path) -> str:

@@ -112,18 +112,31 @@ def sweep(path: Path) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------------------------------- formatting
-def with_sign(value: float, digits: int = 1) -> str:
-    """A change: the value with its sign, a minus sign rather than a hyphen."""
-    return f"{value:+.{digits}f}".replace("-", "−")
+def with_sign(value: float, digits: int = 1, minus: str = "−") -> str:
+    """A change: the value with its sign, written with ``minus`` (a minus sign rather than a hyphen, unless the table
+    beside it writes hyphens)."""
+    return f"{value:+.{digits}f}".replace("-", minus)
 
 
-def mean_std(values: list[float], digits: int = 1, signed: bool = False) -> str:
+def mean_std(values: list[float], digits: int = 1, signed: bool = False, minus: str = "−") -> str:
     """Mean ± std (std only over more than one value); ``signed`` for a change (:func:`with_sign`)."""
     if not values:
         return MISSING
     mean = statistics.fmean(values)
-    text = with_sign(mean, digits) if signed else f"{mean:.{digits}f}"
+    text = with_sign(mean, digits, minus) if signed else f"{mean:.{digits}f}"
     return text + (f" ± {statistics.stdev(values):.{digits}f}" if len(values) > 1 else "")
+
+
+def span(low: str, high: str) -> str:
+    """"low–high", or one figure where the two read the same."""
+    return low if low == high else f"{low}–{high}"
+
+
+def figure_or_range(numbers: Iterable[float], spec: str) -> str:
+    """The numbers' lowest and highest, each formatted by ``spec`` (".1f", ",.0f"): one figure where they read the
+    same, else "low–high"."""
+    numbers = list(numbers)
+    return span(format(min(numbers), spec), format(max(numbers), spec))
 
 
 def per_seed(values: dict[int, float], seeds: Iterable[int], digits: int = 2) -> str:

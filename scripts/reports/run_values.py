@@ -15,7 +15,7 @@ import statistics
 from pathlib import Path
 from typing import Callable
 
-from reports.records import read_yaml
+from reports.records import figure_or_range, read_yaml
 
 
 def epochs_of(root: Path, pattern: str) -> list[list[dict]]:
@@ -41,12 +41,6 @@ def two_groups(args: tuple[str, ...], value: str) -> tuple[tuple[str, ...], tupl
     return args[:at], args[at + 1:]
 
 
-def figure_or_range(numbers: list[float], decimals: int) -> str:
-    """One figure, or the range "a–b" where the numbers differ at ``decimals``."""
-    low, high = f"{min(numbers):.{decimals}f}", f"{max(numbers):.{decimals}f}"
-    return low if low == high else f"{low}–{high}"
-
-
 def epoch_seconds(run: list[dict]) -> list[tuple[int, float]]:
     """Each epoch's training size and seconds (training plus its evaluation), from the elapsed times."""
     previous, out = 0.0, []
@@ -58,7 +52,7 @@ def epoch_seconds(run: list[dict]) -> list[tuple[int, float]]:
 
 def run_minutes(root: Path, *patterns: str) -> str:
     """The wall time (minutes, one decimal) of the runs: one figure, or the range "a–b" over several."""
-    return figure_or_range([run[-1]["elapsed_s"] / 60 for run in runs_of(root, patterns, "run-minutes")], 1)
+    return figure_or_range((run[-1]["elapsed_s"] / 60 for run in runs_of(root, patterns, "run-minutes")), ".1f")
 
 
 def run_minutes_total(root: Path, *patterns: str) -> str:
@@ -68,7 +62,7 @@ def run_minutes_total(root: Path, *patterns: str) -> str:
 
 def run_accuracy(root: Path, *patterns: str) -> str:
     """The final test accuracy (%, two decimals, as the run tables print it): one figure, or the range over several."""
-    return figure_or_range([100 * run[-1]["test_acc"] for run in runs_of(root, patterns, "run-accuracy")], 2)
+    return figure_or_range((100 * run[-1]["test_acc"] for run in runs_of(root, patterns, "run-accuracy")), ".2f")
 
 
 def run_time_ratio(root: Path, *args: str) -> str:
@@ -100,7 +94,7 @@ def epoch_time_ratio(root: Path, *args: str) -> str:
               for size, times in by_size(run).items() if size in reference]
     if not ratios:
         raise ValueError(f"{' '.join(first)} and {' '.join(second)} share no training size")
-    return figure_or_range(ratios, 2)
+    return figure_or_range(ratios, ".2f")
 
 
 def epoch_time(root: Path, which: str, *patterns: str) -> str:
@@ -109,7 +103,7 @@ def epoch_time(root: Path, which: str, *patterns: str) -> str:
     runs = runs_of(root, patterns, "epoch-time")
     seconds = [[s for _, s in epoch_seconds(run)] for run in runs]
     if which == "first":
-        return figure_or_range([run[0] for run in seconds], 0)
+        return figure_or_range((run[0] for run in seconds), ".0f")
     if which in ("fastest", "mean"):
         every = [s for run in seconds for s in run]
         return f"{(min(every) if which == 'fastest' else statistics.fmean(every)):.0f}"
@@ -119,17 +113,13 @@ def epoch_time(root: Path, which: str, *patterns: str) -> str:
 def run_throughput(root: Path, *patterns: str) -> str:
     """Training images per second of the runs' median epoch, to the nearest hundred ("4,700"); the range over
     several runs."""
-    rates = [round(statistics.median(line["img_per_s"] for line in run), -2)
-             for run in runs_of(root, patterns, "run-throughput")]
-    low, high = f"{min(rates):,.0f}", f"{max(rates):,.0f}"
-    return low if low == high else f"{low}–{high}"
+    return figure_or_range((round(statistics.median(line["img_per_s"] for line in run), -2)
+                            for run in runs_of(root, patterns, "run-throughput")), ",.0f")
 
 
 def run_steps(root: Path, *patterns: str) -> str:
     """The optimiser steps the runs took ("13,294"): one figure, or the range over several."""
-    steps = [run[-1]["step"] for run in runs_of(root, patterns, "run-steps")]
-    low, high = f"{min(steps):,}", f"{max(steps):,}"
-    return low if low == high else f"{low}–{high}"
+    return figure_or_range((run[-1]["step"] for run in runs_of(root, patterns, "run-steps")), ",")
 
 
 def summed_lr(root: Path, config: str, metrics: str) -> str:

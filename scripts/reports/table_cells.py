@@ -18,6 +18,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
+from reports.records import span
+
 NUMBER = re.compile(r"[-+−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
 
 
@@ -90,8 +92,7 @@ def span_of(numbers: list[tuple[float, str]], unsigned: bool = False) -> str:
             raise ValueError("the numbers mix signs: use cell-range")
         numbers = [(abs(value), text.lstrip("+-−")) for value, text in numbers]
     numbers = sorted(numbers)
-    low, high = numbers[0][1], numbers[-1][1]
-    return low if low == high else f"{low}–{high}"
+    return span(numbers[0][1], numbers[-1][1])
 
 
 def cell_range(root: Path, table: str, column: str, *rows: str, unsigned: bool = False) -> str:

@@ -7,7 +7,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Callable
 
-from reports.records import SEEDS, markdown, mean_std, read_flat_run, read_jsonl, read_yaml, resolution_table, sweep
+from reports.records import (SEEDS, figure_or_range, markdown, mean_std, read_flat_run, read_jsonl, read_yaml,
+                             resolution_table, sweep)
 
 
 # ------------------------------------------------------------------------------------------------------ text
@@ -62,11 +63,6 @@ def sst2_trials(root: Path) -> str:
     return markdown(["what differs from the published config (`learnable`, 3 epochs)", "dev acc. (%), by seed"], rows)
 
 
-def read_json(path: Path) -> dict:
-    """A JSON record."""
-    return json.loads(path.read_text())
-
-
 def sst2_runs(root: Path) -> list[list[dict]]:
     """The metrics lines of every published SST-2 run (each PE of the table, each seed)."""
     folder = root / "results/text/sst2"
@@ -75,21 +71,18 @@ def sst2_runs(root: Path) -> list[list[dict]]:
 
 def sst2_train_accuracy(root: Path) -> str:
     """The range of the published SST-2 runs' training accuracy after their last epoch (%, whole)."""
-    accs = [100 * run[-1]["train_acc"] for run in sst2_runs(root)]
-    low, high = f"{min(accs):.0f}", f"{max(accs):.0f}"
-    return low if low == high else f"{low}–{high}"
+    return figure_or_range((100 * run[-1]["train_acc"] for run in sst2_runs(root)), ".0f")
 
 
 def sst2_minutes(root: Path) -> str:
     """The range of the published SST-2 runs' wall times (minutes, whole)."""
-    minutes = [run[-1]["elapsed_s"] / 60 for run in sst2_runs(root)]
-    return f"{min(minutes):.0f}–{max(minutes):.0f}"
+    return figure_or_range((run[-1]["elapsed_s"] / 60 for run in sst2_runs(root)), ".0f")
 
 
 def sst2_lengths(root: Path, split: str, statistic: str) -> str:
     """A statistic of SST-2's lengths in words (``train`` or ``dev``; ``mean``, ``median``, ``p95``, ``max``, ``n``),
     as the text study recorded them (results/text/sst2/data_stats.json)."""
-    stats = read_json(root / "results/text/sst2/data_stats.json")
+    stats = json.loads((root / "results/text/sst2/data_stats.json").read_text())
     if split not in stats or statistic not in stats[split]:
         raise ValueError(f"sst2-lengths takes train|dev and one of {', '.join(stats['train'])}")
     value = stats[split][statistic]
