@@ -7,11 +7,11 @@ export PYTHON=${PYTHON:-python}  # the interpreter to run (tests pass their own)
 source "$(dirname "$0")/keep_records.sh"
 out=$1 config=$2
 shift 2
-if run_finished "$out"; then
-  :
-elif [ -f "$out/checkpoint.pt" ]; then
-  "$PYTHON" train.py --resume "$out" --no-progress
-else
-  "$PYTHON" train.py --config "$config" out_dir="$out" --no-progress "$@"
+if ! run_finished "$out"; then
+  if [ -f "$out/checkpoint.pt" ]; then
+    "$PYTHON" train.py --resume "$out" --no-progress
+  else
+    "$PYTHON" train.py --config "$config" out_dir="$out" --no-progress "$@"
+  fi
 fi
 keep_records "$out"

@@ -36,11 +36,11 @@ def model_mflops(root: Path, config: str, *overrides: str) -> str:
     """Floating-point operations (millions, whole) of one training step per image at the config's evaluation size,
     forward and backward, by torch's FlopCounterMode (a multiply-add counts two)."""
     model, size = built(root, config, overrides)
-    images = torch.randn(2, 3, size, size)
+    batch = 2
     with FlopCounterMode(display=False) as counter:
-        model(images).sum().backward()
+        model(torch.randn(batch, 3, size, size)).sum().backward()
     model.zero_grad(set_to_none=True)
-    return f"{counter.get_total_flops() / 2 / 1e6:.0f}"
+    return f"{counter.get_total_flops() / batch / 1e6:.0f}"
 
 
 #: Numbers inside sentences (scripts/report.py's ``<!-- value: NAME ARG ... -->``).
