@@ -140,3 +140,66 @@ def test_a_hand_edited_quote_of_a_table_cell_fails_the_check(tmp_path):
     done = run("--check", "--root", str(root))
     assert done.returncode == 1 and "RESULTS.md" in done.stderr + done.stdout
     assert run("--root", str(root)).returncode == 0 and page.read_text() == text
+
+
+LOG = """# a header: 2026-11-30, one thread
+train 32px none                 627 ms  over none +0.0% [+0.0%, +0.0%]
+graph_1_cpp_fused_rotation_backward        6.25%     139.409ms        7.745ms           18
+model 64px train relbias: old 844.3 ms (+107.1% over none), new 499.9 ms (+22.6%), new/old 0.592
+model 64px train relbias: old 4955.9 ms (+29.5% over none), new 4111.2 ms (+7.4%), new/old 0.830
+"""
+
+
+def test_a_log_number_is_the_named_field_of_the_line_holding_the_text(tmp_path):
+    from reports.log_values import log_number
+
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "ab.txt").write_text(LOG)
+    assert log_number(tmp_path, "ab.txt", "train+32px+none", "2") == "627"
+    assert log_number(tmp_path, "ab.txt", "train+32px+none", "3") == "+0.0"  # the sign as the log writes it
+    # a word glued before a digit is no number (graph_1), a unit after one is (7.745ms)
+    assert log_number(tmp_path, "ab.txt", "graph_1_cpp", "3") == "7.745"
+    assert log_number(tmp_path, "ab.txt", "graph_1_cpp", "3", "1") == "7.7"
+    assert log_number(tmp_path, "ab.txt", "relbias:", "3") == "+107.1"  # the first line holding the text
+    assert log_number(tmp_path, "ab.txt", "relbias:", "3", "@2") == "+29.5"  # the second
+    assert log_number(tmp_path, "ab.txt", "relbias:", "3", "0", "@2") == "+30"
+    with pytest.raises(ValueError, match="has 2 line"):
+        log_number(tmp_path, "ab.txt", "relbias:", "3", "@3")
+    with pytest.raises(ValueError, match="has 6 numbers, not 7"):
+        log_number(tmp_path, "ab.txt", "relbias:", "7")
+    with pytest.raises(ValueError, match="is not a file"):
+        log_number(tmp_path, "gone.txt", "relbias:", "1")
+    with pytest.raises(ValueError, match="FIELD"):
+        log_number(tmp_path, "ab.txt", "relbias:", "first")
+
+
+def test_an_old_benchmarks_figures_are_read_from_its_bench_json(tmp_path):
+    from reports.log_values import bench_checks, bench_img_s, bench_overhead
+
+    record = {"rows": [{"pe": "none", "img_size": 64, "train_img_s": 18.31, "train_vs_none": 1.0},
+                       {"pe": "relbias", "img_size": 64, "train_img_s": 12.0, "train_vs_none": 0.656}],
+              "targets": [{"met": True, "clear": True}, {"met": True, "clear": False}, {"met": False, "clear": True}]}
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "bench.json").write_text(json.dumps(record))
+    assert bench_img_s(tmp_path, "bench.json", "none", "64", "train") == "18.3"
+    assert bench_overhead(tmp_path, "bench.json", "relbias", "64", "train") == "+52%"  # 1 / 0.656 - 1
+    assert bench_checks(tmp_path, "bench.json") == "2 of 3"
+    assert bench_checks(tmp_path, "bench.json", "clear") == "1 of 3"
+    with pytest.raises(ValueError, match="0 rows for relbias at 32 px"):
+        bench_overhead(tmp_path, "bench.json", "relbias", "32", "train")
+    with pytest.raises(ValueError, match="train or infer"):
+        bench_img_s(tmp_path, "bench.json", "none", "64", "backward")
+
+
+def test_a_hand_edited_figure_read_from_a_log_fails_the_check(tmp_path):
+    from test_report import copy_of_the_pages, run
+
+    root = copy_of_the_pages(tmp_path)
+    page = root / "BENCHMARKS.md"
+    text = page.read_text()
+    span = ("<!-- value: log-number bench/history/2026-12-02/host/hook_checks.txt per+forward 4 -->+1.9"
+            "<!-- /value -->")
+    assert span in text
+    page.write_text(text.replace(span, span.replace("+1.9", "+0.9"), 1))
+    done = run("--check", "--root", str(root))
+    assert done.returncode == 1 and "BENCHMARKS.md" in done.stderr + done.stdout
