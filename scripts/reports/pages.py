@@ -39,7 +39,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "table:imagenette-grid",
         "table:imagenette-grid-resolution",
         "table:imagenette-grid-ranking",
-        "value:cell x15",
+        "value:cell x16",
         "value:cell-gap x18",
         "value:cell-number x1",
         "value:cell-range x5",
