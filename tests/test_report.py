@@ -182,7 +182,7 @@ def test_a_lever_meets_the_goal_only_with_every_pe_over_three_seeds_within_the_l
     table = recipe_levers(tmp_path)
     row = next(line.split(" | ") for line in table.splitlines() if line.startswith("| + convolutional stem"))
     assert row[2:6] == ["81.00 / … / …", "81.0", "0.80", "… / … / …"]  # cpb's seed 0 (40 / 50 min); learnable: none
-    assert table.rstrip().endswith("Not met yet.")  # the recipe misses 80% for cpb; the stem has one seed
+    assert table.rstrip().endswith("Not met.")  # the recipe misses 80% for cpb; the stem has one seed
     for seed in (1, 2):
         _recipe_run(recipe / "convstem", f"cpb_s{seed}", "cpb", 40, 0.80, "A")
     for seed in range(3):
@@ -190,7 +190,7 @@ def test_a_lever_meets_the_goal_only_with_every_pe_over_three_seeds_within_the_l
     assert recipe_levers(tmp_path).rstrip().endswith("Met by: + convolutional stem, depth 5.")
     (recipe / "convstem/learnable_s2/metrics.jsonl").write_text(
         '{"epoch": 1, "test_acc": 0.76, "elapsed_s": 6000}\n')  # 100 min: the mean ratio 1.2 exceeds the loop's
-    assert recipe_levers(tmp_path).rstrip().endswith("Not met yet.")
+    assert recipe_levers(tmp_path).rstrip().endswith("Not met.")
     shutil.rmtree(recipe / "convstem")  # a lever without a finished run is left out
     assert "convolutional stem" not in recipe_levers(tmp_path)
 
@@ -274,7 +274,7 @@ def test_transfer_goal_needs_three_seeds_and_names_the_largest_gains_until_then(
         ("sincos", 2, "fine-tuned at 24 px, interpolated"): group([50, 50, 50], {"interpolate": [60, 60, 60]}),
     }
     line = transfer_goal(accuracy)  # the fine-tune gains most but does not count; two seeds are not enough
-    assert "Not met yet" in line and "fine-tuned" not in line
+    assert "Not met" in line and "fine-tuned" not in line
     assert line.index("`rope_mixed` trained with `crop`, yarn: +5.5 (2 seeds; 56.5% at 32 px)") < line.index("`sincos`")
     assert "`sincos` as trained, interpolate: +2.0 (3 seeds; 52.0% at 32 px)" in line
     accuracy[("rope_mixed", 1, "trained with `crop`")] = group([50, 52, 51], {"yarn": [56, 57, 53]})

@@ -94,7 +94,7 @@ def transfer_remedies(root: Path) -> str:
 
 def transfer_goal(accuracy: TransferCells) -> str:
     """One line: which remedies without fine-tuning gain at least TRANSFER_GOAL points at 32 px over three seeds,
-    or, while none does, the three largest mean gains so far (each PE and remedy in its best test mode)."""
+    or, while none does, the three largest mean gains (each PE and remedy in its best test mode)."""
     found = []  # per PE and remedy, its best test mode: (mean gain, seeds, mean accuracy at 32 px, label)
     for (pe, stage, remedy), cells in accuracy.items():
         if TRANSFER_STAGES[stage] == "finetuned":
@@ -116,7 +116,7 @@ def transfer_goal(accuracy: TransferCells) -> str:
     if met:
         return goal + "Met by " + listed(met) + "."
     best = sorted(found, reverse=True)[:3]
-    return goal + "Not met yet" + (f"; the largest mean gains so far: {listed(best)}." if best else ".")
+    return goal + "Not met" + (f"; the largest mean gains: {listed(best)}." if best else ".")
 
 
 def transfer_sweep(root: Path) -> str:
