@@ -33,6 +33,7 @@ from vitpe.cli.exits import add_debug_flag, run_cli
 from vitpe.config import ConfigError, config_from_dict, dump_config, given_keys, load_config, to_dict, validate
 from vitpe.data.from_config import build_run_data
 from vitpe.data.text import Vocabulary
+from vitpe.engine.batchnorm_stats import recompute_batchnorm_stats
 from vitpe.engine.compiled import SizeCompiled, blank_images, blank_sequences, missing_compiler
 from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.engine.distributed import DistInfo, all_reduce_sum, init_distributed, shutdown
@@ -153,6 +154,18 @@ def run(args: argparse.Namespace, stops: StopRequests) -> None:
         shutdown(dist_info)
 
 
+def recalibrate_batchnorm(models: list[torch.nn.Module], data, device: torch.device, precision: str,
+                          verbose: bool) -> None:
+    """``train.recalibrate_bn``: each model's BatchNorm statistics recomputed on the training images as the test
+    loader sees them (its size, no augmentation)."""
+    size = data.test.img_sizes[0]
+    for model in models:
+        seen = recompute_batchnorm_stats(model, data.train.as_evaluated(size, data.test.batch_size).epoch(), device,
+                                         precision)
+    if verbose:
+        print(f"BatchNorm statistics recomputed on {seen} training images at {size[0]}x{size[1]} px", flush=True)
+
+
 def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.device, dist_info: DistInfo,
           stops: StopRequests) -> None:
     t, out_dir = config.train, Path(config.out_dir)
@@ -266,6 +279,9 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
             train_model, data.train, optimizer, scheduler, state, seed=t.seed, label_smoothing=t.label_smoothing,
             grad_clip=t.grad_clip, mixup=mixup, ema=ema, dist_info=dist_info, device=device, on_step=on_step,
             progress=not args.no_progress, rate_key=rate_key, precision=t.precision, sync_steps=sync_every(device))
+        if t.recalibrate_bn and state.epoch + 1 == t.epochs:  # the last epoch: evaluated with clean statistics
+            recalibrate_batchnorm([model] + ([ema.module] if ema is not None else []), data, device, t.precision,
+                                  dist_info.is_main)
         test = evaluate(model, data.test, device, dist_info, t.precision)
         record = {"epoch": state.epoch + 1, "step": state.global_step, **train_metrics,
                   "test_loss": test["loss"], "test_acc": test["acc"]}

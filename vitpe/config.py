@@ -120,6 +120,8 @@ class TrainConfig:
     label_smoothing: float = 0.1
     grad_clip: float = 1.0
     ema: float = 0.0  # EMA decay (0 = off)
+    recalibrate_bn: bool = False  # after the last epoch, recompute BatchNorm's statistics on the clean training
+    # images at the evaluation size (model.stem=conv has BatchNorm): vitpe.engine.batchnorm_stats
     seed: int = 0
     img_sizes: list[int] = field(default_factory=lambda: [32])  # training sizes: one drawn per batch, or with
     # img_size_epochs, one after the other
@@ -499,6 +501,8 @@ def validate(config: Config, for_training: bool = True) -> None:
             (t.compile or t.compile_mode == "default", "train.compile_mode",
              "default unless train.compile=true (the mode is torch.compile's)"),
             (d.val_split >= 0, "data.val_split", ">= 0"),
+            (not t.recalibrate_bn or (config.task == "image" and (m.stem == "conv" or bool(m.init))),
+             "train.recalibrate_bn", "false unless the model has BatchNorm layers (model.stem=conv has them)"),
             (d.crop_padding >= 0, "data.crop_padding", ">= 0"),
             (d.mixup >= 0 and d.cutmix >= 0, "data.mixup/cutmix", ">= 0 (0: off)"),
             (d.synthetic_size >= 1, "data.synthetic_size", ">= 1"),

@@ -176,6 +176,12 @@ class BatchLoader(ShardedBatches):
             x = random_resized_crops(x, size, self.crop_scale, seed)
         return resize_batch(x, size), labels.to(self.device, non_blocking=True)
 
+    def as_evaluated(self, size: tuple[int, int], batch_size: int) -> BatchLoader:
+        """Every image of this loader's data set as evaluation sees it -- in order, without augmentation, resampled to
+        ``size`` and normalised alike -- on every rank (not sharded), for statistics that every rank must agree on."""
+        return BatchLoader(self.data, batch_size, train=False, mean=self.mean.flatten().tolist(),
+                           std=self.std.flatten().tolist(), img_sizes=[size], device=self.device)
+
     def size_of_epoch(self, epoch: int) -> tuple[int, int]:
         """The training size of ``epoch`` under ``size_epochs`` (the last size after the schedule ends)."""
         return self.img_sizes[min(bisect.bisect_right(self.phase_ends, epoch), len(self.img_sizes) - 1)]
