@@ -79,6 +79,18 @@ def write_run(root: Path, name: str, epochs: list[tuple[int, float, float]], fla
     path.write_text("\n".join(lines) + "\n")
 
 
+def test_ranked_lists_every_row_in_the_order_of_one_column(cells):
+    assert table_cells.ranked(cells, "fake", "16") == \
+        "`cpb` 53.0, `cpb` 52.0, `rope_axial` -14.5, `+ the loop's crop` -21.8"
+    assert table_cells.ranked(cells, "fake", "kernels", "ascending").startswith("`+ the loop's crop` +0, `rope_axial` +6")
+    with pytest.raises(ValueError, match="no column '64'"):
+        table_cells.ranked(cells, "fake", "64")
+    with pytest.raises(ValueError, match="optionally 'ascending'"):
+        table_cells.ranked(cells, "fake", "16", "down")
+    assert table_cells.column_range(cells, "fake", "16") == "-21.8–53.0"  # every row, however many
+    assert table_cells.column_range(cells, "fake", "kernels", "unsigned") == "0–65"
+
+
 def test_run_values_read_the_last_epoch_of_each_named_run(tmp_path):
     write_run(tmp_path, "study/a_s0", [(16, 60.0, 0.5), (32, 180.0, 0.7123)])
     write_run(tmp_path, "study/a_s1", [(16, 90.0, 0.5), (32, 300.0, 0.7456)])

@@ -8,7 +8,8 @@ two cells are those) and the column (its header, or ``#N`` for the N-th); ``+`` 
 argument, and a cell name with ``*`` or ``?`` matches as a shell pattern (``*rope_mixed`` for the row "+ rope_mixed").
 A table that is several tables reads as its first. ``cell-range`` gives the span "low–high" of one column over
 several rows (``row-range`` of one row over several columns), ``cell-gap`` the distance between two rows' numbers
-(each cell's first number, after a leading rank "N:")."""
+(each cell's first number, after a leading rank "N:"), ``column-range`` the span of a whole column, ``ranked`` every
+row in the order of one column."""
 
 from __future__ import annotations
 
@@ -44,17 +45,22 @@ def table_rows(root: Path, table: str) -> tuple[list[str], list[list[str]]]:
     return cells(lines[0]), [cells(line) for line in lines[2:]]
 
 
+def column_index(root: Path, table: str, column: str) -> int:
+    """Where in ``table``'s rows the column headed ``column`` (``+`` for a space), or the ``#N``-th, is."""
+    header, _ = table_rows(root, table)
+    column = column.replace("+", " ")
+    if column.startswith("#") and column[1:].isdigit() and 1 <= int(column[1:]) <= len(header):
+        return int(column[1:]) - 1
+    if column in header:
+        return header.index(column)
+    raise ValueError(f"table {table!r} has no column {column!r} (a header, or #N for the N-th); its columns: "
+                     f"{', '.join(header)}")
+
+
 def lookup(root: Path, table: str, row: str, column: str) -> str:
     """The text of ``table``'s cell in the row named ``row`` and the column headed ``column``."""
-    header, rows = table_rows(root, table)
-    row, column = row.replace("+", " "), column.replace("+", " ")
-    if column.startswith("#") and column[1:].isdigit() and 1 <= int(column[1:]) <= len(header):
-        at = int(column[1:]) - 1
-    elif column in header:
-        at = header.index(column)
-    else:
-        raise ValueError(f"table {table!r} has no column {column!r} (a header, or #N for the N-th); its columns: "
-                         f"{', '.join(header)}")
+    _, rows = table_rows(root, table)
+    row, at = row.replace("+", " "), column_index(root, table, column)
     names = row.split("&")
     matching = [r for r in rows if len(r) >= len(names) and all(
         fnmatch.fnmatchcase(got, name) if any(c in name for c in "*?[") else got == name for got, name in zip(r, names))]
@@ -115,6 +121,28 @@ def cell_range_unsigned(root: Path, table: str, column: str, *rows: str) -> str:
     return cell_range(root, table, column, *rows, unsigned=True)
 
 
+def column_range(root: Path, table: str, column: str, *options: str) -> str:
+    """:func:`cell_range` over every row of ``table`` (``unsigned``: of the numbers' sizes): a sentence about all the
+    rows stays true as rows are added."""
+    if options not in ((), ("unsigned",)):
+        raise ValueError(f"column-range takes TABLE COLUMN and optionally 'unsigned', not {' '.join(options)!r}")
+    _, rows = table_rows(root, table)
+    at = column_index(root, table, column)
+    return span_of([number_in(r[at], f"{table} {r[0]} {column}") for r in rows], unsigned=bool(options))
+
+
+def ranked(root: Path, table: str, column: str, *order: str) -> str:
+    """Every row of ``table`` by the first number of ``column``, highest first (``ascending``: lowest first), as
+    "`name` number, ...": a sentence that states an order states the table's, whichever rows it holds."""
+    if order not in ((), ("ascending",)):
+        raise ValueError(f"ranked takes TABLE COLUMN and optionally 'ascending', not {' '.join(order)!r}")
+    _, rows = table_rows(root, table)
+    at = column_index(root, table, column)
+    numbers = [(number_in(r[at], f"{table} {r[0]} {column}"), r[0]) for r in rows]
+    numbers.sort(key=lambda item: item[0][0], reverse=not order)
+    return ", ".join(f"`{name}` {text}" for (_, text), name in numbers)
+
+
 def cell_gap(root: Path, table: str, column: str, first: str, second: str) -> str:
     """How far apart (unsigned, to the decimals the table shows) two rows' numbers in ``column`` are."""
     (a, a_text), (b, b_text) = (number_in(lookup(root, table, row, column), f"{table} {row} {column}")
@@ -126,4 +154,4 @@ def cell_gap(root: Path, table: str, column: str, first: str, second: str) -> st
 #: Numbers inside sentences (scripts/report.py's ``<!-- value: NAME ARG ... -->``).
 VALUES: dict[str, Callable[..., str]] = {"cell": cell, "cell-number": cell_number, "cell-range": cell_range,
                                          "cell-range-unsigned": cell_range_unsigned, "cell-gap": cell_gap,
-                                         "row-range": row_range}
+                                         "row-range": row_range, "column-range": column_range, "ranked": ranked}
