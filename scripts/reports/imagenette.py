@@ -20,8 +20,9 @@ GRID = ("results/imagenette/grid", "configs/imagenette_grid.yaml")
 TRAINED = "results/imagenette/trained"
 SWEEP = "results/imagenette/resolution/resolution.json"
 TRAINING_SIZE = 64
-#: The sizes of the grid's ranking: 1.5-2x the training size, and 2.5x.
-NEAR, FAR = (96, 112, 128), 160
+#: The sizes of the grid's ranking: one step above the training size (1.25x, where FixRes's gain shows), 1.5-2x, and
+#: 2.5x.
+STEP, NEAR, FAR = 80, (96, 112, 128), 160
 THREADS = re.compile(r"(\d+) threads?$")
 
 
@@ -95,8 +96,8 @@ def accuracy_by_run(records: list[dict], mode: str) -> dict[str, dict[int, float
 
 
 def grid_ranking(root: Path) -> str:
-    """The ten PEs ranked by what testing above the training size gives them without fine-tuning: each run's best
-    change at 1.5-2x (96-128 px) and its change at 2.5x (160 px), interpolated, against its own accuracy at 64 px,
+    """The ten PEs ranked by what testing above the training size gives them without fine-tuning: each run's change
+    at 1.25x (80 px), its best change at 1.5-2x (96-128 px) and its change at 2.5x (160 px), interpolated, against its own accuracy at 64 px,
     mean ± std over seeds; and what extrapolating instead costs at 2.5x (extrapolated against interpolated, each run
     against itself)."""
     study = GRID[0]
@@ -105,22 +106,23 @@ def grid_ranking(root: Path) -> str:
         return f"{MISSING} No sweep of the grid committed yet (`{study}/resolution/resolution.json`).\n"
     pe_of = {r["run"]: r["pe"] for r in records}
     interpolated, extrapolated = accuracy_by_run(records, "interpolate"), accuracy_by_run(records, "extrapolate")
-    needed = (TRAINING_SIZE, FAR, *NEAR)
+    needed = (TRAINING_SIZE, STEP, FAR, *NEAR)
     rows = []
     for pe in sorted(set(pe_of.values())):
         runs = sorted(run for run, sizes in interpolated.items() if pe_of[run] == pe and all(s in sizes for s in needed))
         if not runs:
             continue
         at_training = [interpolated[run][TRAINING_SIZE] for run in runs]
+        step = [interpolated[run][STEP] - interpolated[run][TRAINING_SIZE] for run in runs]
         near = [max(interpolated[run][size] for size in NEAR) - interpolated[run][TRAINING_SIZE] for run in runs]
         far = [interpolated[run][FAR] - interpolated[run][TRAINING_SIZE] for run in runs]
         cost = [extrapolated[run][FAR] - interpolated[run][FAR] for run in runs if FAR in extrapolated.get(run, {})]
         best_sizes = [max(NEAR, key=interpolated[run].__getitem__) for run in runs]
-        rows.append((statistics.fmean(near), [f"`{pe}`", len(runs), mean_std(at_training), changes(near),
+        rows.append((statistics.fmean(near), [f"`{pe}`", len(runs), mean_std(at_training), changes(step), changes(near),
                                               " / ".join(str(s) for s in best_sizes), changes(far),
                                               changes(cost) if cost else "n/a (cannot extrapolate)"]))
     rows.sort(key=lambda row: -row[0])
-    return markdown(["PE", "seeds", "acc. at 64 px (%)", f"best change at {NEAR[0]}–{NEAR[-1]} px, interpolated",
+    return markdown(["PE", "seeds", "acc. at 64 px (%)", f"change at {STEP} px, interpolated", f"best change at {NEAR[0]}–{NEAR[-1]} px, interpolated",
                      "best size, by seed", f"change at {FAR} px, interpolated", f"extrapolated − interpolated at {FAR} px"],
                     [row for _, row in rows])
 

@@ -43,7 +43,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "value:cell-gap x18",
         "value:cell-range x3",
         "value:cell-range-unsigned x2",
-        "value:column-range x1",
+        "value:column-range x2",
         "value:ranked x2",
         "value:run-accuracy x3",
         "value:run-minutes x4",
