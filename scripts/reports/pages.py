@@ -42,7 +42,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "value:cell x12",
         "value:cell-gap x18",
         "value:cell-range x3",
-        "value:cell-range-unsigned x2",
+        "value:cell-range-unsigned x3",
         "value:column-range x2",
         "value:ranked x2",
         "value:run-accuracy x3",
