@@ -159,9 +159,9 @@ def recalibrate_batchnorm(models: list[torch.nn.Module], data, device: torch.dev
     """``train.recalibrate_bn``: each model's BatchNorm statistics recomputed on the training images as the test
     loader sees them (its size, no augmentation)."""
     size = data.test.img_sizes[0]
+    clean = data.train.as_evaluated(size, data.test.batch_size)
     for model in models:
-        seen = recompute_batchnorm_stats(model, data.train.as_evaluated(size, data.test.batch_size).epoch(), device,
-                                         precision)
+        seen = recompute_batchnorm_stats(model, clean.epoch(), device, precision)
     if verbose:
         print(f"BatchNorm statistics recomputed on {seen} training images at {size[0]}x{size[1]} px", flush=True)
 

@@ -82,7 +82,8 @@ def write_run(root: Path, name: str, epochs: list[tuple[int, float, float]], fla
 def test_ranked_lists_every_row_in_the_order_of_one_column(cells):
     assert table_cells.ranked(cells, "fake", "16") == \
         "`cpb` 53.0, `cpb` 52.0, `rope_axial` -14.5, `+ the loop's crop` -21.8"
-    assert table_cells.ranked(cells, "fake", "kernels", "ascending").startswith("`+ the loop's crop` +0, `rope_axial` +6")
+    ascending = table_cells.ranked(cells, "fake", "kernels", "ascending")
+    assert ascending.startswith("`+ the loop's crop` +0, `rope_axial` +6")
     with pytest.raises(ValueError, match="no column '64'"):
         table_cells.ranked(cells, "fake", "64")
     with pytest.raises(ValueError, match="optionally 'ascending'"):

@@ -97,33 +97,37 @@ def accuracy_by_run(records: list[dict], mode: str) -> dict[str, dict[int, float
 
 def grid_ranking(root: Path) -> str:
     """The ten PEs ranked by what testing above the training size gives them without fine-tuning: each run's change
-    at 1.25x (80 px), its best change at 1.5-2x (96-128 px) and its change at 2.5x (160 px), interpolated, against its own accuracy at 64 px,
-    mean ± std over seeds; and what extrapolating instead costs at 2.5x (extrapolated against interpolated, each run
-    against itself)."""
+    at 1.25x (80 px), its best change at 1.5-2x (96-128 px) and its change at 2.5x (160 px), interpolated, against
+    its own accuracy at 64 px, mean ± std over seeds; and what extrapolating instead costs at 2.5x (extrapolated
+    against interpolated, each run against itself)."""
     study = GRID[0]
     records = trained_records(root, study)
     if not records:
         return f"{MISSING} No sweep of the grid committed yet (`{study}/resolution/resolution.json`).\n"
     pe_of = {r["run"]: r["pe"] for r in records}
     interpolated, extrapolated = accuracy_by_run(records, "interpolate"), accuracy_by_run(records, "extrapolate")
+
+    def change(run: str, size: int) -> float:  # interpolated, against the run's own accuracy at the training size
+        return interpolated[run][size] - interpolated[run][TRAINING_SIZE]
+
     needed = (TRAINING_SIZE, STEP, FAR, *NEAR)
     rows = []
     for pe in sorted(set(pe_of.values())):
-        runs = sorted(run for run, sizes in interpolated.items() if pe_of[run] == pe and all(s in sizes for s in needed))
+        runs = sorted(run for run, sizes in interpolated.items()
+                      if pe_of[run] == pe and all(size in sizes for size in needed))
         if not runs:
             continue
-        at_training = [interpolated[run][TRAINING_SIZE] for run in runs]
-        step = [interpolated[run][STEP] - interpolated[run][TRAINING_SIZE] for run in runs]
-        near = [max(interpolated[run][size] for size in NEAR) - interpolated[run][TRAINING_SIZE] for run in runs]
-        far = [interpolated[run][FAR] - interpolated[run][TRAINING_SIZE] for run in runs]
-        cost = [extrapolated[run][FAR] - interpolated[run][FAR] for run in runs if FAR in extrapolated.get(run, {})]
         best_sizes = [max(NEAR, key=interpolated[run].__getitem__) for run in runs]
-        rows.append((statistics.fmean(near), [f"`{pe}`", len(runs), mean_std(at_training), changes(step), changes(near),
-                                              " / ".join(str(s) for s in best_sizes), changes(far),
-                                              changes(cost) if cost else "n/a (cannot extrapolate)"]))
+        near = [change(run, size) for run, size in zip(runs, best_sizes)]
+        cost = [extrapolated[run][FAR] - interpolated[run][FAR] for run in runs if FAR in extrapolated.get(run, {})]
+        rows.append((statistics.fmean(near), [
+            f"`{pe}`", len(runs), mean_std([interpolated[run][TRAINING_SIZE] for run in runs]),
+            changes([change(run, STEP) for run in runs]), changes(near), " / ".join(str(s) for s in best_sizes),
+            changes([change(run, FAR) for run in runs]), changes(cost) if cost else "n/a (cannot extrapolate)"]))
     rows.sort(key=lambda row: -row[0])
-    return markdown(["PE", "seeds", "acc. at 64 px (%)", f"change at {STEP} px, interpolated", f"best change at {NEAR[0]}–{NEAR[-1]} px, interpolated",
-                     "best size, by seed", f"change at {FAR} px, interpolated", f"extrapolated − interpolated at {FAR} px"],
+    return markdown(["PE", "seeds", "acc. at 64 px (%)", f"change at {STEP} px, interpolated",
+                     f"best change at {NEAR[0]}–{NEAR[-1]} px, interpolated", "best size, by seed",
+                     f"change at {FAR} px, interpolated", f"extrapolated − interpolated at {FAR} px"],
                     [row for _, row in rows])
 
 

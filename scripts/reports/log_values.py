@@ -21,10 +21,16 @@ from typing import Callable
 NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?")  # a unit may follow ("7.745ms"), a word may not precede
 
 
-def _log_line(root: Path, log: str, text: str, occurrence: int) -> str:
-    path = root / "results" / log
+def _record(root: Path, name: str) -> Path:
+    """The committed record ``results/<name>``, or a ValueError naming it."""
+    path = root / "results" / name
     if not path.is_file():
-        raise ValueError(f"results/{log} is not a file")
+        raise ValueError(f"results/{name} is not a file")
+    return path
+
+
+def _log_line(root: Path, log: str, text: str, occurrence: int) -> str:
+    path = _record(root, log)
     wanted = text.replace("+", " ")
     lines = [line for line in path.read_text().splitlines() if wanted in line]
     if len(lines) < occurrence:
@@ -51,10 +57,8 @@ def log_number(root: Path, log: str, text: str, field: str, *rest: str) -> str:
 
 
 def _bench_row(root: Path, bench: str, pe: str, px: str) -> dict:
-    path = root / "results" / bench
-    if not path.is_file():
-        raise ValueError(f"results/{bench} is not a file")
-    rows = [row for row in json.loads(path.read_text())["rows"] if row["pe"] == pe and str(row["img_size"]) == px]
+    rows = [row for row in json.loads(_record(root, bench).read_text())["rows"]
+            if row["pe"] == pe and str(row["img_size"]) == px]
     if len(rows) != 1:
         raise ValueError(f"results/{bench} has {len(rows)} rows for {pe} at {px} px, not one")
     return rows[0]
@@ -80,12 +84,9 @@ def bench_img_s(root: Path, bench: str, pe: str, px: str, kind: str) -> str:
 def bench_checks(root: Path, bench: str, clear: str = "") -> str:
     """How many of a benchmark's speed checks its ``bench.json`` says were met ("12 of 12"), or with ``clear``, met
     clear of the noise (the whole interval on the right side of the limit)."""
-    path = root / "results" / bench
-    if not path.is_file():
-        raise ValueError(f"results/{bench} is not a file")
     if clear not in ("", "clear"):
         raise ValueError(f"bench-checks takes a bench.json and optionally 'clear', not {clear!r}")
-    checks = json.loads(path.read_text())["targets"]
+    checks = json.loads(_record(root, bench).read_text())["targets"]
     return f"{sum(c['met'] and (c['clear'] or not clear) for c in checks)} of {len(checks)}"
 
 

@@ -121,14 +121,19 @@ def cell_range_unsigned(root: Path, table: str, column: str, *rows: str) -> str:
     return cell_range(root, table, column, *rows, unsigned=True)
 
 
+def column_numbers(root: Path, table: str, column: str) -> list[tuple[tuple[float, str], str]]:
+    """Every row's first number in ``column`` (as a value and as written), with the row's name."""
+    _, rows = table_rows(root, table)
+    at = column_index(root, table, column)
+    return [(number_in(r[at], f"{table} {r[0]} {column}"), r[0]) for r in rows]
+
+
 def column_range(root: Path, table: str, column: str, *options: str) -> str:
     """:func:`cell_range` over every row of ``table`` (``unsigned``: of the numbers' sizes): a sentence about all the
     rows stays true as rows are added."""
     if options not in ((), ("unsigned",)):
         raise ValueError(f"column-range takes TABLE COLUMN and optionally 'unsigned', not {' '.join(options)!r}")
-    _, rows = table_rows(root, table)
-    at = column_index(root, table, column)
-    return span_of([number_in(r[at], f"{table} {r[0]} {column}") for r in rows], unsigned=bool(options))
+    return span_of([number for number, _ in column_numbers(root, table, column)], unsigned=bool(options))
 
 
 def ranked(root: Path, table: str, column: str, *order: str) -> str:
@@ -136,10 +141,7 @@ def ranked(root: Path, table: str, column: str, *order: str) -> str:
     "`name` number, ...": a sentence that states an order states the table's, whichever rows it holds."""
     if order not in ((), ("ascending",)):
         raise ValueError(f"ranked takes TABLE COLUMN and optionally 'ascending', not {' '.join(order)!r}")
-    _, rows = table_rows(root, table)
-    at = column_index(root, table, column)
-    numbers = [(number_in(r[at], f"{table} {r[0]} {column}"), r[0]) for r in rows]
-    numbers.sort(key=lambda item: item[0][0], reverse=not order)
+    numbers = sorted(column_numbers(root, table, column), key=lambda item: item[0][0], reverse=not order)
     return ", ".join(f"`{name}` {text}" for (_, text), name in numbers)
 
 
