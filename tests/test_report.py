@@ -150,7 +150,7 @@ def test_the_recipe_sweep_names_its_reruns_with_their_accuracy_beside_the_grids(
 
 def test_a_levers_loop_run_anchors_wall_times_on_its_machine(tmp_path):
     sys.path.insert(0, str(ROOT / "scripts"))
-    from reports.recipe import against_loop, loop_minutes_by_machine
+    from reports.loop_anchor import against_loop, loop_minutes_by_machine
     from reports.records import read_run
 
     recipe = tmp_path / "results/recipe"
@@ -171,7 +171,7 @@ def test_a_levers_loop_run_anchors_wall_times_on_its_machine(tmp_path):
 
 def test_a_lever_meets_the_goal_only_with_every_pe_over_three_seeds_within_the_loops_time(tmp_path):
     sys.path.insert(0, str(ROOT / "scripts"))
-    from reports.recipe import recipe_levers
+    from reports.recipe_levers import recipe_levers
 
     recipe = tmp_path / "results/recipe"
     _recipe_run(recipe / "grid", "timm_s0", None, 50, 0.70, "A")
@@ -197,7 +197,7 @@ def test_a_lever_meets_the_goal_only_with_every_pe_over_three_seeds_within_the_l
 
 def test_the_improved_recipe_is_set_against_each_loop_on_its_own_machine_and_threads(tmp_path):
     sys.path.insert(0, str(ROOT / "scripts"))
-    from reports.recipe import recipe_anchors, recipe_current_short
+    from reports.recipe_levers import recipe_anchors, recipe_current_short
 
     recipe = tmp_path / "results/recipe"
     one, two = "cpu, 1 thread", "cpu, 2 threads"

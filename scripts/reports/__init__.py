@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Callable
 
 from reports import (bench, compare, detail, first_cpu_recipe, imagenette, log_values, machines, model_values,
-                     recipe, record_values, run_values, table_cells, text, transfer)
+                     recipe, recipe_gpu, recipe_levers, record_values, run_values, table_cells, text, transfer)
 
-STUDIES = (machines, model_values, record_values, run_values, table_cells, log_values, recipe, compare, detail,
-           transfer, first_cpu_recipe, text, bench, imagenette)
+STUDIES = (machines, model_values, record_values, run_values, table_cells, log_values, recipe, recipe_levers,
+           recipe_gpu, compare, detail, transfer, first_cpu_recipe, text, bench, imagenette)
 TABLES: dict[str, Callable[[Path], str]] = {name: table for study in STUDIES
                                            for name, table in getattr(study, "TABLES", {}).items()}
 #: Numbers inside sentences (``<!-- value: NAME -->``): name -> function of the repository root -> text.

@@ -8,8 +8,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Callable
 
+from reports.loop_anchor import by_machine, mean_minutes
 from reports.machines import machine_letters, named_machine
-from reports.recipe import by_machine, mean_minutes
 from reports.records import Run, SEEDS, markdown, mean_std, read_run, resolution_table, sweep, with_sign
 
 
