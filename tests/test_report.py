@@ -237,7 +237,7 @@ def test_the_improved_recipe_is_set_against_each_loop_on_its_own_machine_and_thr
 
 def test_spearman_ranks_orders_over_the_shared_keys():
     sys.path.insert(0, str(ROOT / "scripts"))
-    from reports.recipe import spearman
+    from reports.ranks import spearman
 
     a = {"p": 4.0, "q": 3.0, "r": 2.0, "s": 1.0}
     assert spearman(a, dict(a)) == 1 and spearman(a, {k: -v for k, v in a.items()}) == -1

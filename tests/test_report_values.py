@@ -92,6 +92,27 @@ def test_ranked_lists_every_row_in_the_order_of_one_column(cells):
     assert table_cells.column_range(cells, "fake", "kernels", "unsigned") == "0–65"
 
 
+OTHER = """| PE | acc. |
+|---|---|
+| `rope_axial` | 70.0 |
+| `+ the loop's crop` | 80.0 |
+| `none` | 60.0 |
+| `peg` | 99.0 |
+"""
+
+
+def test_rank_correlation_orders_the_rows_two_tables_share(cells, monkeypatch):
+    monkeypatch.setitem(reports.TABLES, "other", lambda root: OTHER)
+    monkeypatch.setitem(reports.TABLES, "same", lambda root: OTHER.replace("99.0", "50.0"))
+    # shared: rope_axial and the crop row, with none and peg of "other" and "same": peg/none are not in "fake"
+    with pytest.raises(ValueError, match="three or more shared names, not 2"):
+        table_cells.rank_correlation(cells, "fake", "32", "other", "acc.")
+    assert table_cells.rank_correlation(cells, "other", "acc.", "same", "acc.") == "-0.20"  # peg first, then last: 1 - 6 * (9 + 1 + 1 + 1) / 60
+    assert table_cells.rank_correlation(cells, "same", "acc.", "same", "acc.") == "1.00"
+    with pytest.raises(ValueError, match="cpb names several rows"):
+        table_cells.rank_correlation(cells, "fake", "16", "fake", "32")
+
+
 def test_run_values_read_the_last_epoch_of_each_named_run(tmp_path):
     write_run(tmp_path, "study/a_s0", [(16, 60.0, 0.5), (32, 180.0, 0.7123)])
     write_run(tmp_path, "study/a_s1", [(16, 90.0, 0.5), (32, 300.0, 0.7456)])

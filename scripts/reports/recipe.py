@@ -12,6 +12,7 @@ from typing import Callable, Iterable
 from reports.compare import compare_records
 from reports.loop_anchor import PARTIAL, against_loop, loop_minutes_by_machine, partial_note
 from reports.machines import machine_letters, named_machine
+from reports.ranks import ranks, spearman
 from reports.records import MISSING, SEEDS, Run, markdown, mean_std, per_seed, read_run, resolution_table, site_of, sweep
 
 
@@ -100,10 +101,6 @@ def recipe_pes_short(root: Path) -> str:
 S_CHH_200_EPOCHS = {"none": 79.6, "sincos": 86.1, "learnable": 86.5, "rope_axial": 88.5, "relbias": 90.6}
 
 
-def _ranks(means: dict[str, float]) -> dict[str, int]:
-    return {pe: rank for rank, pe in enumerate(sorted(means, key=lambda p: -means[p]), start=1)}
-
-
 def pe_order(root: Path) -> str:
     """The PEs ranked at three budgets: the 3-epoch grid (how fast each learns), the recipe's 17 epochs, and
     s-chh's 200 epochs (its five PEs ranked among themselves); sorted by the recipe's order."""
@@ -115,7 +112,7 @@ def pe_order(root: Path) -> str:
             short[r["pe"]].append(100 * r["accuracy"])
     means_17 = {pe: statistics.fmean(v) for pe, v in recipe.items()}
     means_3 = {pe: statistics.fmean(v) for pe, v in short.items()}
-    rank_17, rank_3, rank_200 = _ranks(means_17), _ranks(means_3), _ranks(S_CHH_200_EPOCHS)
+    rank_17, rank_3, rank_200 = ranks(means_17), ranks(means_3), ranks(S_CHH_200_EPOCHS)
     table = [[f"`{pe}`", f"{rank_17[pe]}: {mean_std(recipe[pe])} ({len(recipe[pe])})",
               f"{rank_3[pe]}: {mean_std(short[pe])}" if pe in short else MISSING,
               f"{rank_200[pe]} of {len(rank_200)}: {S_CHH_200_EPOCHS[pe]}" if pe in S_CHH_200_EPOCHS else ""]
@@ -127,14 +124,6 @@ def pe_order(root: Path) -> str:
     return markdown(["`model.pe`", "17 epochs, the recipe: rank: acc. (%) (seeds)", "3 epochs: rank: acc. (%)",
                      "s-chh, 200 epochs: rank: acc. (%)"], table) + f"\n{agreement}\n" + (
         f"\n{waiting}.\n" if waiting else "")
-
-
-def spearman(a: dict[str, float], b: dict[str, float]) -> float:
-    """Spearman's rank correlation of two scorings over the keys they share (no ties expected: mean accuracies)."""
-    shared = [k for k in a if k in b]
-    rank_a, rank_b = _ranks({k: a[k] for k in shared}), _ranks({k: b[k] for k in shared})
-    n = len(shared)
-    return 1 - 6 * sum((rank_a[k] - rank_b[k]) ** 2 for k in shared) / (n * (n * n - 1))
 
 
 def recipe_resolution(root: Path) -> str:

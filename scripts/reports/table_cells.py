@@ -9,7 +9,7 @@ argument, and a cell name with ``*`` or ``?`` matches as a shell pattern (``*rop
 A table that is several tables reads as its first. ``cell-range`` gives the span "low–high" of one column over
 several rows (``row-range`` of one row over several columns), ``cell-gap`` the distance between two rows' numbers
 (each cell's first number, after a leading rank "N:"), ``column-range`` the span of a whole column, ``ranked`` every
-row in the order of one column."""
+row in the order of one column, ``rank-correlation`` how alike two tables order the rows they share."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
+from reports.ranks import spearman
 from reports.records import span
 
 NUMBER = re.compile(r"[-+−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
@@ -145,6 +146,20 @@ def ranked(root: Path, table: str, column: str, *order: str) -> str:
     return ", ".join(f"`{name}` {text}" for (_, text), name in numbers)
 
 
+def rank_correlation(root: Path, table: str, column: str, other_table: str, other_column: str) -> str:
+    """Spearman's rank correlation (two decimals) of the rows two tables share (by name), each ordered by the first
+    number of its column: whether two studies order the same PEs alike, over whichever rows both hold. A shared name
+    on two rows of a table is an error (which row would it be?)."""
+    scored = [column_numbers(root, t, c) for t, c in ((table, column), (other_table, other_column))]
+    names = [[name for _, name in rows] for rows in scored]
+    shared = set(names[0]) & set(names[1])
+    twice = sorted(n for n in shared if names[0].count(n) > 1 or names[1].count(n) > 1)
+    if twice:
+        raise ValueError(f"rank-correlation: {', '.join(twice)} names several rows of {table!r} or {other_table!r}")
+    first, second = ({name: value for (value, _), name in rows if name in shared} for rows in scored)
+    return f"{spearman(first, second):.2f}"
+
+
 def cell_gap(root: Path, table: str, column: str, first: str, second: str) -> str:
     """How far apart (unsigned, to the decimals the table shows) two rows' numbers in ``column`` are."""
     (a, a_text), (b, b_text) = (number_in(lookup(root, table, row, column), f"{table} {row} {column}")
@@ -156,4 +171,5 @@ def cell_gap(root: Path, table: str, column: str, first: str, second: str) -> st
 #: Numbers inside sentences (scripts/report.py's ``<!-- value: NAME ARG ... -->``).
 VALUES: dict[str, Callable[..., str]] = {"cell": cell, "cell-number": cell_number, "cell-range": cell_range,
                                          "cell-range-unsigned": cell_range_unsigned, "cell-gap": cell_gap,
-                                         "row-range": row_range, "column-range": column_range, "ranked": ranked}
+                                         "row-range": row_range, "column-range": column_range, "ranked": ranked,
+                                         "rank-correlation": rank_correlation}
