@@ -107,7 +107,8 @@ def test_rank_correlation_orders_the_rows_two_tables_share(cells, monkeypatch):
     # shared: rope_axial and the crop row, with none and peg of "other" and "same": peg/none are not in "fake"
     with pytest.raises(ValueError, match="three or more shared names, not 2"):
         table_cells.rank_correlation(cells, "fake", "32", "other", "acc.")
-    assert table_cells.rank_correlation(cells, "other", "acc.", "same", "acc.") == "-0.20"  # peg first, then last: 1 - 6 * (9 + 1 + 1 + 1) / 60
+    # peg first there, last here: 1 - 6 * (9 + 1 + 1 + 1) / 60
+    assert table_cells.rank_correlation(cells, "other", "acc.", "same", "acc.") == "-0.20"
     assert table_cells.rank_correlation(cells, "same", "acc.", "same", "acc.") == "1.00"
     with pytest.raises(ValueError, match="cpb names several rows"):
         table_cells.rank_correlation(cells, "fake", "16", "fake", "32")

@@ -137,6 +137,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
     ),
     "docs/training.md": (
         "value:cell-range x1",
+        "value:epoch-time-ratio x1",
         "value:run-throughput x1",
     ),
 }

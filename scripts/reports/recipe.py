@@ -13,7 +13,8 @@ from reports.compare import compare_records
 from reports.loop_anchor import PARTIAL, against_loop, loop_minutes_by_machine, partial_note
 from reports.machines import machine_letters, named_machine
 from reports.ranks import ranks, spearman
-from reports.records import MISSING, SEEDS, Run, markdown, mean_std, per_seed, read_run, resolution_table, site_of, sweep
+from reports.records import (MISSING, SEEDS, Run, markdown, mean_std, per_seed, read_run, resolution_table, site_of,
+                             sweep)
 
 
 #: The PEs of the recipe grid: every 2D PE of the comparison (rope_dinov3 came later).

@@ -1,15 +1,15 @@
 """The precision a run computes in: ``train.precision``.
 
-``auto`` is bf16 autocast on CUDA and float32 on CPU (the default: CPU runs stay comparable with every run before
-the option). ``bf16`` is bf16 autocast on either device: on a CPU with bf16 instructions (AVX512-BF16, AMX) a small
-ViT's training step takes about two thirds of its float32 time, and CPU runs stay reproducible (same config, seed and
-threads: same numbers). ``fp32`` turns autocast off everywhere. Weights, optimiser state and the loss stay float32;
-the PE sites compute RoPE's angles and attention biases in float32 (:mod:`vitpe.pe.sites`; a bias is then cast once
-to the attention's dtype), and on the CPU attention through SDPA runs in float32 (:mod:`vitpe.models.attention`: its
-CPU kernel is slower in bf16). ``fast`` is bf16 where the machine computes it natively -- a CUDA GPU, or a CPU whose
-flags name bf16 instructions -- and float32 elsewhere (where autocast would emulate bf16 at many times the float32
-time); train.py resolves it when a run starts and saves the resolved value in the run's config, so a resumed or
-evaluated run computes as it trained.
+``auto`` is bf16 autocast on CUDA and float32 on CPU (the default: CPU runs stay comparable with every run before the
+option). ``bf16`` is bf16 autocast on either device: on a CPU with bf16 instructions (AVX512-BF16, AMX) a small ViT's
+training step is cheaper than in float32 (docs/training.md gives by how much), and CPU runs stay reproducible (same
+config, seed and threads: same numbers). ``fp32`` turns autocast off everywhere. Weights, optimiser state and the
+loss stay float32; the PE sites compute RoPE's angles and attention biases in float32 (:mod:`vitpe.pe.sites`; a bias
+is then cast once to the attention's dtype), and on the CPU attention through SDPA runs in float32
+(:mod:`vitpe.models.attention`: its CPU kernel is slower in bf16). ``fast`` is bf16 where the machine computes it
+natively -- a CUDA GPU, or a CPU whose flags name bf16 instructions -- and float32 elsewhere (where autocast would
+emulate bf16 at many times the float32 time); train.py resolves it when a run starts and saves the resolved value in
+the run's config, so a resumed or evaluated run computes as it trained.
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ def emulated_bf16_note(device: torch.device, precision: str) -> str | None:
     if not flags or flags & BF16_CPU_FLAGS:
         return None
     return (f"note: train.precision=bf16 on a CPU without bf16 instructions ({NO_BF16_FLAGS}): autocast emulates "
-            "them, and a training step of the CPU recipe's model took 10.6-13.5x its float32 time on an AVX2-only "
-            "EPYC; train with train.precision=fp32 (for the CPU recipe add train.epochs=17, its float32 budget)")
+            "them, at many times the float32 time of a step; train with train.precision=fp32 (for the CPU recipe add "
+            "train.epochs=17, its float32 budget)")
 
 
 def fast_in_float32_note(device: torch.device, precision: str) -> str | None:
