@@ -137,6 +137,9 @@ def test_a_plain_image_folder_reads_test_or_val(tmp_path):
             Image.new("RGB", (20, 30), colour).save(tmp_path / split / name / "a.png")
     test = load_folder_split(tmp_path, "test", 16, cache_dir="off")
     assert test.images.shape == (2, 3, 16, 16) and test.classes == ["cat", "dog"]
+    for image, label in zip(test.images, test.labels.tolist()):  # each val/ image under its own class, its colour kept
+        red, _, blue = image.float().mean(dim=(1, 2)).tolist()
+        assert (red, blue) == ((255.0, 0.0) if test.classes[label] == "cat" else (0.0, 255.0))
 
 
 def test_a_run_trains_on_an_image_folder_and_evaluates_at_larger_sizes(tmp_path):
