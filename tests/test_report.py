@@ -193,6 +193,10 @@ def test_a_lever_meets_the_goal_only_with_every_pe_over_three_seeds_within_the_l
     assert recipe_levers(tmp_path).rstrip().endswith("Not met.")
     shutil.rmtree(recipe / "convstem")  # a lever without a finished run is left out
     assert "convolutional stem" not in recipe_levers(tmp_path)
+    assert "concatenated" not in recipe_levers(tmp_path)  # an option tried on the recipe: no run, no row
+    _recipe_run(recipe / "bf16_24ep_concat", "learnable_s0", "learnable", 45, 0.74, "A")
+    row = next(line.split(" | ") for line in recipe_levers(tmp_path).splitlines() if "PE concatenated" in line)
+    assert row[2:] == ["… / … / …", "…", "—", "74.00 / … / …", "74.0", "0.90 |"]  # after the levers, cpb has none
 
 
 def test_the_improved_recipe_is_set_against_each_loop_on_its_own_machine_and_threads(tmp_path):
@@ -240,8 +244,12 @@ def test_spearman_ranks_orders_over_the_shared_keys():
     from reports.ranks import spearman
 
     a = {"p": 4.0, "q": 3.0, "r": 2.0, "s": 1.0}
-    assert spearman(a, dict(a)) == 1 and spearman(a, {k: -v for k, v in a.items()}) == -1
-    assert spearman(a, {"p": 1.0, "q": 3.0, "r": 2.0, "s": 0.0, "extra": 9.0}) == 1 - 6 * 2 / 20  # q, p swapped
+    assert spearman(a, dict(a)) == pytest.approx(1) and spearman(a, {k: -v for k, v in a.items()}) == pytest.approx(-1)
+    swapped = {"p": 1.0, "q": 3.0, "r": 2.0, "s": 0.0, "extra": 9.0}  # q, p swapped; extra is not shared
+    assert spearman(a, swapped) == pytest.approx(1 - 6 * 2 / 20)
+    # q and r tie (as a table's rounded numbers can): they share rank 2.5, and the ranks' Pearson correlation is
+    # 4.5 / sqrt(5 * 4.5), not the 1 that ordering the tie by position would give
+    assert spearman(a, {"p": 4.0, "q": 3.0, "r": 3.0, "s": 1.0}) == pytest.approx(4.5 / (5 * 4.5) ** 0.5)
 
 
 def test_transfer_run_names_give_their_remedy_and_seed():
@@ -296,7 +304,8 @@ def test_transfer_training_minutes_are_given_per_machine_when_runs_ran_on_severa
     (base / "resolution/resolution.json").write_text(json.dumps(records))
     table = transfer_remedies(tmp_path)
     row = next(line for line in table.splitlines() if line.startswith("| `sincos`"))
-    assert row.endswith("| 6.0 (E) / 7.5 (F) |")  # each machine's mean, never one mean across machines (unnamed CPUs: after the named A-D)
+    # each machine's mean, never one mean across machines (unnamed CPUs: after the named A-D)
+    assert row.endswith("| 6.0 (E) / 7.5 (F) |")
     assert "Training minutes by machine: E: fast; F: slow." in table
     shutil.rmtree(base / "trained/sincos_s1")  # one machine: no letters
     records = [r for r in records if r["run"] != "sincos_s1"]

@@ -49,6 +49,17 @@ LEVERS = (
     ("+ bf16 on the CPU, 24 epochs", "and `train.precision=bf16 train.epochs=24`: bf16 autocast makes a step "
      "cheaper, spent on 7 more epochs (16 → 32 px as 7, 6, 4, 4, 3): configs/cifar10.yaml", "bf16_24ep"),
 )
+#: The current recipe's folder (configs/cifar10.yaml, the last lever).
+CURRENT = LEVERS[-1][2]
+#: Options of the model tried on the current recipe, one seed each, a row each under the levers (neither is in
+#: configs/cifar10.yaml): label, what it adds, folder of results/recipe/ (``CONFIG=configs/cifar10.yaml
+#: EXTRA="<what it adds>" PES=<pe> SEEDS=0 LOOP_SEEDS="" RECORDS=results/recipe/<folder> scripts/recipe_vs_timm.sh``).
+OPTIONS_TRIED = (
+    ("the recipe, PE concatenated", "`model.pe_combine=concat`: [x, pe] projected back to the width, instead of "
+     "x + pe (a tokens PE only, so `learnable`)", f"{CURRENT}_concat"),
+    ("the recipe, dropout after the PE", "`model.pos_drop=0.1`: dropout on the tokens after the PE sum (timm's "
+     "`pos_drop`)", f"{CURRENT}_pos_drop"),
+)
 #: What the improved recipe must reach, mean of three seeds, in no more wall time than the plain loop.
 LEVER_GOALS = {"cpb": 80.0, "learnable": 75.0}
 
@@ -59,7 +70,7 @@ def recipe_levers(root: Path) -> str:
     same machine; then a goal line: the levers whose every PE meets its goal over three seeds within the loop's time."""
     loop_minutes = loop_minutes_by_machine(root)
     rows, met_by, partial = [], [], []
-    for label, change, folder in LEVERS:
+    for label, change, folder in LEVERS + OPTIONS_TRIED:
         runs = {pe: {s: run for s in SEEDS if (f := root / "results/recipe" / folder / f"{pe}_s{s}").is_dir()
                      and (run := read_run(f)).finished} for pe in LEVER_GOALS}
         if not any(runs.values()):
@@ -89,11 +100,10 @@ def recipe_levers(root: Path) -> str:
     return markdown(header, rows) + "\n" + " ".join(filter(None, [line, partial_note(partial)])) + "\n"
 
 
-#: The current recipe's folder (the last lever), and the folders of its runs alone on both cores: the suffix, how, and
+#: The folders of the current recipe's runs alone on both cores: the suffix, how, and
 #: the folder whose loop run (one run at a time, the same day on the same machine) is their time anchor. Both cores'
 #: wall times drift between days more than one thread's (two runs of the same loop on two threads: 29.8 and 36.0 min),
 #: so each is set against the loop run made beside it, not against a mean over days.
-CURRENT = LEVERS[-1][2]
 BOTH_CORES = {"threads2": ("with 2 threads", "threads2"), "torchrun2": ("as 2 torchrun processes", "threads2"),
               "threads2_compile": ("with 2 threads and `train.compile=true`", "threads2_compile")}
 
