@@ -41,8 +41,8 @@ from vitpe.pe.sites import _autocast_off
 
 
 #: The widened head dim is rounded up to a multiple of this: with v padded to it too (vitpe's attention does), scaled
-#: dot-product attention takes its fused kernels, which want equal head dims (SDPA alone on one thread of machine B,
-#: 64 x 4 heads x 65 tokens, Dh 32 + 7 channels: forward and backward 0.81x, inference 0.57x of the unequal 39 / 32).
+#: dot-product attention takes its fused kernels, which want equal head dims (on the CPU, 64 x 4 heads x 65 tokens,
+#: Dh 32 + 7 channels, one thread: a training step of attention 0.81x and an inference 0.57x of the unequal 39 / 32).
 WIDTH_MULTIPLE = 8
 
 
