@@ -280,27 +280,6 @@ def test_pape_adds_its_parabolas_to_the_logits_through_wider_q_and_k(mode):
         torch.testing.assert_close(ours, theirs)
 
 
-def test_pape_pads_q_and_k_to_a_multiple_of_8_and_attention_gives_the_unpadded_result():
-    """The zero channels that round PaPE's head dim up to 8 change no logit, and vitpe's attention, which pads v to
-    that width for SDPA's fused kernels, returns what attention over the unequal q, k (Dh + 7) and v (Dh) gives."""
-    from vitpe.models.attention import Attention
-
-    torch.manual_seed(0)
-    pe = vitpe.pe.build("pape", dim=64, heads=2, depth=1, grid=(3, 4), num_prefix_tokens=1)
-    with torch.no_grad():
-        pe.curvature.normal_(0, 0.3), pe.slope.normal_(0, 0.3)
-    attention = Attention(64, 2)
-    x = torch.randn(2, 1 + 12, 64)
-    state = pe.prepare((3, 4))
-    qkv = attention.qkv(x).reshape(2, 13, 3, 2, 32).permute(2, 0, 3, 1, 4)  # (3, B, nH, T, Dh)
-    q, k, v = pe.rotate_qkv(qkv, state, 0)
-    assert q.shape[-1] == k.shape[-1] == 40 and v.shape[-1] == 32  # 32 + 1 + 2 + 4 = 39, rounded up to 40
-    assert not q[..., 39:].any() and not k[..., 39:].any()  # the padding channel is zero in both
-    weights = torch.softmax(q[..., :39] @ k[..., :39].transpose(-1, -2) / 40 ** 0.5, dim=-1)  # (B, nH, T, T)
-    unpadded = (weights @ v).transpose(1, 2).reshape(2, 13, 64)  # (B, T, D)
-    torch.testing.assert_close(attention(x, pe, state, 0), attention.proj(unpadded))
-
-
 def test_generator_rotations_are_computed_once_per_grid_in_evaluation_and_again_after_a_step():
     pe = vitpe.pe.build("comrope", dim=64, heads=2, depth=1, grid=(3, 4)).eval()
     with torch.no_grad():

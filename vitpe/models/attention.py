@@ -57,12 +57,8 @@ class Attention(nn.Module):
                     mask = mask.expand(B, -1, -1, -1)  # (B, nH, T, T), no copy
             if key_mask is not None:
                 mask = key_mask.to(q.dtype) if mask is None else mask + key_mask.to(q.dtype)  # (B, nH, T, T)
-            wide = q.shape[-1] - v.shape[-1]  # > 0 where the PE widens q and k (PaPE)
-            if wide:  # zeros make v as wide as q and k, which SDPA's fused kernels need; its output keeps Dh
-                v = F.pad(v, (0, wide))  # (B, nH, T, E)
             with torch.autocast("cpu", enabled=False) if upcast else nullcontext():  # else autocast casts back
-                x = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)  # (B, nH, T, Dh or E)
-            x = x[..., :self.head_dim]  # (B, nH, T, Dh): a widened v's zero channels dropped
+                x = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)  # (B, nH, T, Dh)
         x = x.transpose(1, 2).reshape(B, T, D)  # (B, T, D)
         return self.proj_drop(self.proj(x))
 

@@ -3,7 +3,7 @@
 Paper: "Parabolic Position Encoding" (arXiv 2602.01418, 2026); reference code DTU-PAS/parabolic-position-encoding.
 Site: q, k. Parameters per layer: ``directions`` (nH, M, ndim), the parabolas' axes; ``curvature`` and ``slope``
 (nH, Dh, M), maps from a query to its parabolas' weights. q and k leave the hook with ``1 + ndim + ndim^2`` more
-channels, and zeros up to a multiple of 8 (the value keeps Dh).
+channels (the value keeps Dh).
 
 For a query at ``p_q`` with content ``x_q`` and a key at ``p_k``, head ``h`` adds to the attention logit
 
@@ -14,8 +14,7 @@ and ``beta = sum_m b_m w_m``, it is ``c_q + (2 A p_q - beta) . p_k - <A, p_k p_k
 ``c_q = -p_q^T A p_q + beta . p_q``: a dot product of the query's ``[c_q, 2 A p_q - beta, -vec A]`` with the key's
 ``[1, p_k, vec p_k p_k^T]``, so the bias rides in q and k and fused attention runs unchanged (the paper's efficient
 form). q's own channels are scaled by ``sqrt(E / Dh)`` and the new ones by ``sqrt(E)``, ``E`` the widened head dim,
-so that attention's ``1 / sqrt(E)`` leaves ``q . k / sqrt(Dh) + bias``; zero channels round ``E`` up to a multiple of
-8, where fused attention kernels run once v is padded to ``E`` as well (vitpe's attention pads it). Prefix tokens get zeros in the new channels:
+so that attention's ``1 / sqrt(E)`` leaves ``q . k / sqrt(Dh) + bias``. Prefix tokens get zeros in the new channels:
 no bias to or from them.
 
 One difference from the paper: ``a`` and ``b`` are linear maps of the head's *query vector* ``q_h`` rather than of the
@@ -38,17 +37,6 @@ from vitpe.pe.base import PositionEncoding
 from vitpe.pe.grid import Grid
 from vitpe.pe.registry import register
 from vitpe.pe.sites import _autocast_off
-
-
-#: The widened head dim is rounded up to a multiple of this: with v padded to it too (vitpe's attention does), scaled
-#: dot-product attention takes its fused kernels, which want equal head dims (on the CPU, 64 x 4 heads x 65 tokens,
-#: Dh 32 + 7 channels, one thread: a training step of attention 0.81x and an inference 0.57x of the unequal 39 / 32).
-WIDTH_MULTIPLE = 8
-
-
-def wide_head_dim(head_dim: int, extra: int) -> int:
-    """q's and k's head dim once ``extra`` channels join ``head_dim``'s, rounded up to :data:`WIDTH_MULTIPLE`."""
-    return -(-(head_dim + extra) // WIDTH_MULTIPLE) * WIDTH_MULTIPLE
 
 
 def key_features(positions: torch.Tensor, num_prefix: int) -> torch.Tensor:
@@ -107,12 +95,10 @@ class PaPE(PositionEncoding):
         q, k, v = qkv.unbind(0)  # 3 x (..., nH, T, Dh)
         with _autocast_off(self.device):
             extra_q = self.query_features(q.float(), positions, layer)  # (..., nH, T, F)
-        width = wide_head_dim(self.head_dim, extra_q.shape[-1])  # E: the head dim attention will scale by
+        width = self.head_dim + extra_q.shape[-1]  # E: the head dim attention will scale by
         grow, unit = math.sqrt(width / self.head_dim), math.sqrt(width)
-        zeros = width - self.head_dim - extra_q.shape[-1]  # padding channels: 0 in q and in k, so they add nothing
-        extra_k = F.pad(keys.to(k.dtype), (0, zeros)).expand(*k.shape[:-1], -1)  # (..., nH, T, E - Dh)
-        q = torch.cat([q * grow, F.pad(extra_q * unit, (0, zeros)).to(q.dtype)], dim=-1)  # (..., nH, T, E)
-        k = torch.cat([k, extra_k], dim=-1)  # (..., nH, T, E)
+        q = torch.cat([q * grow, (extra_q * unit).to(q.dtype)], dim=-1)  # (..., nH, T, E)
+        k = torch.cat([k, keys.to(k.dtype).expand(*k.shape[:-1], -1)], dim=-1)  # (..., nH, T, E)
         return q, k, v
 
     def rotate(self, x: torch.Tensor, state: Any, layer: int) -> torch.Tensor:
