@@ -10,7 +10,7 @@ from typing import Callable
 
 from reports.loop_anchor import (PARTIAL, against_each_loop, against_loop, anchor_machine, by_machine,
                                  finished_loops, finished_recipe_runs, loop_minutes_by_machine, loop_ratios,
-                                 loop_runs_by_machine, partial_note)
+                                 loop_runs_by_machine, mean_minutes, partial_note)
 from reports.records import SEEDS, Run, markdown, mean_std, per_seed, read_run, side_by_side
 
 
@@ -114,6 +114,13 @@ def both_cores_loops(root: Path, suffix: str) -> dict[frozenset[str], list[Run]]
     return by_machine(finished_loops(root / "results/recipe" / f"{CURRENT}_{BOTH_CORES[suffix][1]}"))
 
 
+def goal_pe_runs(root: Path, suffix: str = "") -> dict[str, list[Run]]:
+    """The current recipe's finished runs of each goal PE that has any, in its folder (``suffix``: a both-cores
+    folder of :data:`BOTH_CORES`)."""
+    folder = root / "results/recipe" / (f"{CURRENT}_{suffix}" if suffix else CURRENT)
+    return {pe: runs for pe in LEVER_GOALS if (runs := finished_recipe_runs(folder, f"{pe}_s[0-9]*"))}
+
+
 def recipe_anchors(root: Path) -> str:
     """The current recipe against the plain loop: side by side (one thread each) against the float32 and the bf16
     loops on each machine they ran on, then each way of running it alone on both cores (:data:`BOTH_CORES`) against
@@ -129,8 +136,7 @@ def recipe_anchors(root: Path) -> str:
         groups.append((machine, loops, True, [(f"the recipe, `{pe}`", side[machine][pe]) for pe in LEVER_GOALS
                                               if side[machine][pe]]))
     for suffix, (how, anchor) in BOTH_CORES.items():
-        by_pe = {pe: runs for pe in LEVER_GOALS
-                 if (runs := finished_recipe_runs(recipe / f"{CURRENT}_{suffix}", f"{pe}_s[0-9]*"))}
+        by_pe = goal_pe_runs(root, suffix)
         machines = {run.machines for runs in by_pe.values() for run in runs}
         anchor_loops = both_cores_loops(root, suffix)
         for machine in sorted(machines, key=sorted):
@@ -155,12 +161,14 @@ def recipe_current_short(root: Path) -> str:
     """The README's line on the current recipe: each goal PE's accuracy over its seeds and wall time against the
     float32 loop side by side, and, where it ran so, one run at a time on both cores (:data:`BOTH_CORES`, each
     against its own loop run)."""
-    loop_minutes = loop_minutes_by_machine(root)
-    loops = [run for runs in loop_runs_by_machine(root).values() for run in runs]
+    loops_by_machine = loop_runs_by_machine(root)
+    loop_minutes = mean_minutes(loops_by_machine)
+    loops = [run for runs in loops_by_machine.values() for run in runs]
     recipe = root / "results/recipe"
     parts, ratios, beside = [], [], []
+    current = goal_pe_runs(root)
     for pe in LEVER_GOALS:
-        runs = finished_recipe_runs(recipe / CURRENT, f"{pe}_s[0-9]*")
+        runs = current.get(pe, [])
         seeds = f"{len(runs)} seed{'s' if len(runs) != 1 else ''}"
         parts.append(f"`{pe}` {mean_std([r.accuracy for r in runs])}% ({seeds})")  # CIFAR-10's test split
         ratios.append(against_loop(runs, loop_minutes))
@@ -169,8 +177,7 @@ def recipe_current_short(root: Path) -> str:
                                    for loop in finished_loops(recipe / f"{CURRENT}_{anchor}")])
     alone = []
     for suffix, (how, _) in BOTH_CORES.items():
-        pes = [f"`{pe}` {against_each_loop(runs, two_thread_loops)}" for pe in LEVER_GOALS
-               if (runs := finished_recipe_runs(recipe / f"{CURRENT}_{suffix}", f"{pe}_s[0-9]*"))]
+        pes = [f"`{pe}` {against_each_loop(runs, two_thread_loops)}" for pe, runs in goal_pe_runs(root, suffix).items()]
         alone += [f"{how}, {', '.join(pes)}"] if pes else []
     count = sum(map(len, two_thread_loops.values()))
     both = (f"; alone on both cores, against each of the loop's {count} two-thread runs on the same CPU: "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
@@ -151,9 +152,9 @@ def rank_correlation(root: Path, table: str, column: str, other_table: str, othe
     number of its column: whether two studies order the same PEs alike, over whichever rows both hold. A shared name
     on two rows of a table is an error (which row would it be?)."""
     scored = [column_numbers(root, t, c) for t, c in ((table, column), (other_table, other_column))]
-    names = [[name for _, name in rows] for rows in scored]
-    shared = set(names[0]) & set(names[1])
-    twice = sorted(n for n in shared if names[0].count(n) > 1 or names[1].count(n) > 1)
+    rows_named = [Counter(name for _, name in rows) for rows in scored]
+    shared = rows_named[0].keys() & rows_named[1].keys()
+    twice = sorted(n for n in shared if rows_named[0][n] > 1 or rows_named[1][n] > 1)
     if twice:
         raise ValueError(f"rank-correlation: {', '.join(twice)} names several rows of {table!r} or {other_table!r}")
     first, second = ({name: value for (value, _), name in rows if name in shared} for rows in scored)
