@@ -166,6 +166,22 @@ def recalibrate_batchnorm(models: list[torch.nn.Module], data, device: torch.dev
         print(f"BatchNorm statistics recomputed on {seen} training images at {size[0]}x{size[1]} px", flush=True)
 
 
+def evaluations(model: torch.nn.Module, ema, data, config, device: torch.device, dist_info: DistInfo) -> dict:
+    """An epoch's evaluation for its metrics record: test loss and accuracy (and the size the test loader ran at),
+    validation's with ``data.val_split``, the EMA model's test accuracy with ``train.ema``."""
+    precision = config.train.precision
+    test = evaluate(model, data.test, device, dist_info, precision)
+    record = {"test_loss": test["loss"], "test_acc": test["acc"]}
+    if config.task == "image":  # the size the test loader ran at (vitpe.config.eval_size: the last training size)
+        record["test_img_size"] = data.test.img_sizes[0][0]
+    if data.val is not None:
+        val = evaluate(model, data.val, device, dist_info, precision)
+        record.update(val_loss=val["loss"], val_acc=val["acc"])
+    if ema is not None:
+        record["test_acc_ema"] = evaluate(ema.module, data.test, device, dist_info, precision)["acc"]
+    return record
+
+
 def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.device, dist_info: DistInfo,
           stops: StopRequests) -> None:
     t, out_dir = config.train, Path(config.out_dir)
@@ -282,24 +298,18 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
         if t.recalibrate_bn and state.epoch + 1 == t.epochs:  # the last epoch: evaluated with clean statistics
             recalibrate_batchnorm([model] + ([ema.module] if ema is not None else []), data, device, t.precision,
                                   dist_info.is_main)
-        test = evaluate(model, data.test, device, dist_info, t.precision)
-        record = {"epoch": state.epoch + 1, "step": state.global_step, **train_metrics,
-                  "test_loss": test["loss"], "test_acc": test["acc"]}
-        if config.task == "image":  # the size the test loader ran at (vitpe.config.eval_size: the last training size)
-            record["test_img_size"] = data.test.img_sizes[0][0]
+        record = {"epoch": state.epoch + 1, "step": state.global_step, **train_metrics}
         if t.img_size_epochs:  # progressive resizing: the epoch's training size
             record["img_size"] = data.train.size_of_epoch(state.epoch)[0]
-        if data.val is not None:
-            val = evaluate(model, data.val, device, dist_info, t.precision)
-            record.update(val_loss=val["loss"], val_acc=val["acc"])
-        if ema is not None:
-            record["test_acc_ema"] = evaluate(ema.module, data.test, device, dist_info, t.precision)["acc"]
+        evaluated = (state.epoch + 1) % t.eval_every == 0 or state.epoch + 1 == t.epochs
+        if evaluated:
+            record.update(evaluations(model, ema, data, config, device, dist_info))
         state.elapsed_s += time.perf_counter() - started
         record.update(lr=optimizer.param_groups[0]["lr"], elapsed_s=state.elapsed_s, machine=machine,
                       finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))  # runs side by side?
         state.epoch, state.step_in_epoch = state.epoch + 1, 0
         state.loss_sum = state.correct = state.seen = 0.0
-        score = record.get("val_acc", record["test_acc"])
+        score = record.get("val_acc", record.get("test_acc", -1.0))  # an epoch without evaluation is never the best
         is_best = score > state.best_acc
         state.best_acc = max(state.best_acc, score)
         if dist_info.is_main:
@@ -308,9 +318,9 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
         if is_best:
             checkpoint(out_dir / "best.pt")
         if dist_info.is_main:
+            tested = f"test_loss {record['test_loss']:.4f}  test_acc {record['test_acc']:.4f}  " if evaluated else ""
             print(f"epoch {record['epoch']}/{t.epochs}  train_loss {record['train_loss']:.4f}  "
-                  f"train_acc {record['train_acc']:.4f}  test_loss {record['test_loss']:.4f}  "
-                  f"test_acc {record['test_acc']:.4f}  {record[rate_key]:.0f} {rate_key[:-6]}/s  "
+                  f"train_acc {record['train_acc']:.4f}  {tested}{record[rate_key]:.0f} {rate_key[:-6]}/s  "
                   f"{record['elapsed_s']:.0f}s", flush=True)
         if state.epoch < t.epochs:
             stop_if_asked(state, saved=True)

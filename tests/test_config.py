@@ -59,6 +59,7 @@ def test_value_checks():
     ("train.grad_clip=-1", "train.grad_clip"),
     ("train.eval_batch_size=0", "train.eval_batch_size"),
     ("train.checkpoint_every=-1", "train.checkpoint_every"),
+    ("train.eval_every=0", "train.eval_every"),
     ("train.threads=-1", "train.threads"),
     ("data.img_size=0", "data.img_size"),
     ("data.val_split=-1", "data.val_split"),
@@ -134,7 +135,7 @@ def test_group_key_ignores_seed_and_place_and_fills_keys_added_later():
 
     full = to_dict(load_config(None, ["task=text", "data.dataset=sst2", "train.seed=1", "out_dir=a"]))
     older = to_dict(load_config(None, ["task=text", "data.dataset=sst2", "train.seed=0", "out_dir=b",
-                                       "data.root=/elsewhere", "train.threads=1"]))
+                                       "data.root=/elsewhere", "train.threads=1", "train.eval_every=5"]))
     del older["data"]["word_dropout"]  # a run saved before the key existed
     assert group_key(full) == group_key(older)
     assert group_key(full) != group_key(to_dict(load_config(None, ["task=text", "data.dataset=sst2",

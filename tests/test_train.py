@@ -50,6 +50,23 @@ def test_same_config_and_seed_give_the_same_numbers(tmp_path):
     assert strip(a) == strip(b)
 
 
+def test_eval_every_skips_evaluations_but_not_the_last_and_trains_the_same_weights(tmp_path):
+    common = ("--config", SMOKE, "model.pe=learnable", "train.epochs=3", "train.ema=0.9")
+    assert run_main(*common, f"out_dir={tmp_path / 'every'}") == 0
+    assert run_main(*common, f"out_dir={tmp_path / 'sparse'}", "train.eval_every=2") == 0
+    every, sparse = ([json.loads(line) for line in (tmp_path / n / "metrics.jsonl").read_text().splitlines()]
+                     for n in ("every", "sparse"))
+    assert ["test_acc" in r for r in sparse] == [False, True, True]  # epoch 2 by the interval, epoch 3 as the last
+    assert ["test_acc_ema" in r for r in sparse] == [False, True, True]
+    for a, b in zip(every, sparse):  # evaluating draws nothing: training is the same step for step
+        assert a["train_loss"] == b["train_loss"]
+    assert every[-1]["test_acc"] == sparse[-1]["test_acc"]
+    weights = [torch.load(tmp_path / n / "checkpoint.pt", weights_only=True)["model"] for n in ("every", "sparse")]
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+    best = torch.load(tmp_path / "sparse" / "best.pt", weights_only=True)["train_state"]["epoch"]
+    assert best in (2, 3)  # the best checkpoint is an evaluated epoch's
+
+
 def test_progressive_resizing_records_each_epochs_size(tmp_path):
     out = tmp_path / "progressive"
     assert run_main("--config", SMOKE, f"out_dir={out}", "train.epochs=3", "train.img_sizes=[8,12,16]",

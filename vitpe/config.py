@@ -128,6 +128,7 @@ class TrainConfig:
     img_size_epochs: list[int] = field(default_factory=list)  # epochs at each of img_sizes in turn (progressive
     # resizing, e.g. img_sizes [16, 24, 32] with [6, 6, 4]); empty = draw one of img_sizes per batch
     eval_batch_size: int = 500
+    eval_every: int = 1  # evaluate on the test split after every N-th epoch and after the last (1 = every epoch)
     checkpoint_every: int = 0  # also checkpoint every N steps (0 = once per epoch)
     compile: bool = False
     compile_mode: str = "default"  # torch.compile's mode: default | reduce-overhead (each size's step as a CUDA
@@ -359,8 +360,9 @@ def to_dict(config: Config) -> dict[str, Any]:
 
 
 def group_key(config: dict[str, Any] | Config) -> str:
-    """A resolved config without ``train.seed`` and where the run happened (``out_dir``, ``data.root``,
-    ``train.threads``): runs that share it are the same experiment with other seeds.
+    """A resolved config without ``train.seed``, where the run happened (``out_dir``, ``data.root``,
+    ``train.threads``) and how often it was evaluated (``train.eval_every``): runs that share it are the same
+    experiment with other seeds.
 
     The config is filled through the current dataclasses first, so a run saved before a key was added (with its
     default value) groups with a run saved after.
@@ -368,7 +370,7 @@ def group_key(config: dict[str, Any] | Config) -> str:
     tree = to_dict(config if isinstance(config, Config) else config_from_dict(config, for_training=False))
     tree.pop("out_dir", None)
     tree["data"].pop("root", None)
-    for key in ("seed", "threads"):
+    for key in ("seed", "threads", "eval_every"):
         tree["train"].pop(key, None)
     return json.dumps(tree, sort_keys=True)
 
@@ -495,6 +497,7 @@ def validate(config: Config, for_training: bool = True) -> None:
             (0 <= t.label_smoothing < 1, "train.label_smoothing", "in [0, 1)"),
             (t.grad_clip >= 0, "train.grad_clip", ">= 0 (0: no clipping)"),
             (t.eval_batch_size >= 1, "train.eval_batch_size", ">= 1"),
+            (t.eval_every >= 1, "train.eval_every", ">= 1 (1: every epoch; the last epoch is always evaluated)"),
             (t.checkpoint_every >= 0, "train.checkpoint_every", ">= 0 (0: once per epoch)"),
             (t.threads >= 0, "train.threads", ">= 0 (0: torch's default)"),
             (t.compile_mode in COMPILE_MODES, "train.compile_mode", f"one of {', '.join(COMPILE_MODES)}"),
