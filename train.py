@@ -30,8 +30,9 @@ from timm.utils import ModelEmaV3
 
 from vitpe.atomic_files import write_text_atomic
 from vitpe.cli.exits import add_debug_flag, run_cli
-from vitpe.config import ConfigError, config_from_dict, dump_config, given_keys, load_config, to_dict, validate
-from vitpe.data.from_config import build_run_data
+from vitpe.config import (Config, ConfigError, config_from_dict, dump_config, given_keys, load_config, to_dict,
+                          validate)
+from vitpe.data.from_config import RunData, build_run_data
 from vitpe.data.text import Vocabulary
 from vitpe.engine.batchnorm_stats import recompute_batchnorm_stats
 from vitpe.engine.compiled import SizeCompiled, blank_images, blank_sequences, missing_compiler
@@ -166,7 +167,8 @@ def recalibrate_batchnorm(models: list[torch.nn.Module], data, device: torch.dev
         print(f"BatchNorm statistics recomputed on {seen} training images at {size[0]}x{size[1]} px", flush=True)
 
 
-def evaluations(model: torch.nn.Module, ema, data, config, device: torch.device, dist_info: DistInfo) -> dict:
+def evaluations(model: torch.nn.Module, ema: ModelEmaV3 | None, data: RunData, config: Config, device: torch.device,
+                dist_info: DistInfo) -> dict:
     """An epoch's evaluation for its metrics record: test loss and accuracy (and the size the test loader ran at),
     validation's with ``data.val_split``, the EMA model's test accuracy with ``train.ema``."""
     precision = config.train.precision
@@ -295,13 +297,14 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
             train_model, data.train, optimizer, scheduler, state, seed=t.seed, label_smoothing=t.label_smoothing,
             grad_clip=t.grad_clip, mixup=mixup, ema=ema, dist_info=dist_info, device=device, on_step=on_step,
             progress=not args.no_progress, rate_key=rate_key, precision=t.precision, sync_steps=sync_every(device))
-        if t.recalibrate_bn and state.epoch + 1 == t.epochs:  # the last epoch: evaluated with clean statistics
+        last_epoch = state.epoch + 1 == t.epochs
+        if t.recalibrate_bn and last_epoch:  # evaluated with clean statistics
             recalibrate_batchnorm([model] + ([ema.module] if ema is not None else []), data, device, t.precision,
                                   dist_info.is_main)
         record = {"epoch": state.epoch + 1, "step": state.global_step, **train_metrics}
         if t.img_size_epochs:  # progressive resizing: the epoch's training size
             record["img_size"] = data.train.size_of_epoch(state.epoch)[0]
-        evaluated = (state.epoch + 1) % t.eval_every == 0 or state.epoch + 1 == t.epochs
+        evaluated = last_epoch or (state.epoch + 1) % t.eval_every == 0
         if evaluated:
             record.update(evaluations(model, ema, data, config, device, dist_info))
         state.elapsed_s += time.perf_counter() - started

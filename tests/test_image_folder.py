@@ -151,8 +151,8 @@ def test_a_run_trains_on_an_image_folder_and_evaluates_at_larger_sizes(tmp_path)
     assert train_cli.main(["--config", "configs/imagenette.yaml", f"out_dir={run}", f"data.root={tmp_path / 'data'}",
                            f"data.cache_dir={tmp_path / 'cache'}", "data.img_size=32", "model.dim=32",
                            "model.depth=1", "model.heads=2", "train.epochs=2", "train.img_sizes=[8,16]",
-                           "train.img_size_epochs=[1,1]", "train.batch_size=4", "model.img_size=16", "train.compile=false",
-                           "--no-progress"]) == 0
+                           "train.img_size_epochs=[1,1]", "train.batch_size=4", "model.img_size=16",
+                           "train.compile=false", "--no-progress"]) == 0
     assert eval_cli.main([str(run), "--resolutions", "16,32", "--pe-resize", "interpolate,extrapolate",
                           "--out", str(tmp_path / "sweep")]) == 0
     assert (tmp_path / "sweep" / "resolution.json").is_file()
