@@ -352,8 +352,8 @@ def test_the_imagenette_tables_read_the_runs_and_the_sweep(tmp_path):
     from reports.imagenette import imagenette_short
 
     assert imagenette_short(tmp_path) == ("Imagenette (`configs/imagenette.yaml`, trained at 64 px, positions "
-                                          "interpolated): `cpb` 86.5% at 64 px, 88.5% at 96 px, 88.5% at 96 px "
-                                          "(2 seeds).\n")
+                                          "interpolated): `cpb` 86.5 ± 0.7% at 64 px, 88.5 ± 0.7% at 96 px, "
+                                          "88.5 ± 0.7% at 96 px (2 seeds).\n")
 
 
 def test_the_imagenette_grid_ranks_the_pes_by_their_gain_above_the_training_size(tmp_path):

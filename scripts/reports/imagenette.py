@@ -148,7 +148,7 @@ def imagenette_resolution(root: Path) -> str:
 
 def imagenette_short(root: Path) -> str:
     """The README's line: each swept PE's validation accuracy at its 64 px, at its best size and at 160 px (2.5x),
-    interpolated, with the seeds it stands on."""
+    interpolated, mean ± std over the seeds it stands on."""
     path = root / SWEEP
     records = [r for r in sweep(path) if r["pe_resize"] == "interpolate" and r["accuracy"] is not None and
                "_128_" not in r["run"] and "rescale" not in r["run"]] if path.is_file() else []
@@ -160,10 +160,10 @@ def imagenette_short(root: Path) -> str:
     parts = []
     for pe, sizes in sorted(by_pe.items()):
         means = {size: statistics.fmean(values) for size, values in sizes.items()}
-        best = max(means, key=means.get)
-        seeds = len(sizes[64])
-        parts.append(f"`{pe}` {means[64]:.1f}% at 64 px, {means[best]:.1f}% at {best} px, {means[max(means)]:.1f}% at "
-                     f"{max(means)} px ({seeds} seed{'s' if seeds > 1 else ''})")
+        best, largest = max(means, key=means.get), max(means)
+        seeds = len(sizes[TRAINING_SIZE])
+        parts.append(f"`{pe}` {mean_std(sizes[TRAINING_SIZE])}% at {TRAINING_SIZE} px, {mean_std(sizes[best])}% at "
+                     f"{best} px, {mean_std(sizes[largest])}% at {largest} px ({seeds} seed{'s' if seeds > 1 else ''})")
     return "Imagenette (`configs/imagenette.yaml`, trained at 64 px, positions interpolated): " + "; ".join(parts) + \
         ".\n"
 
