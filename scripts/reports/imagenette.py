@@ -17,8 +17,6 @@ from vitpe.resolution.report import gains_table, paired_gains
 
 RECIPE = ("results/imagenette", "configs/imagenette.yaml")
 GRID = ("results/imagenette/grid", "configs/imagenette_grid.yaml")
-TRAINED = "results/imagenette/trained"
-SWEEP = "results/imagenette/resolution/resolution.json"
 TRAINING_SIZE = 64
 #: The sizes of the grid's ranking: one step above the training size (1.25x, where FixRes's gain shows), 1.5-2x, and
 #: 2.5x.
@@ -61,13 +59,19 @@ def runs_table(root: Path, study: str, config: str) -> str:
                      "train img/s (epochs' mean)", "machine (threads)"], rows) + f"\nMachines: {legend}.\n"
 
 
+def as_trained(record: dict) -> bool:
+    """Whether a sweep record is of a run as trained, named ``<pe>_s<seed>`` (``scripts/transfer.sh``): a fine-tuned
+    run (``<pe>_s<seed>_<px>_<mode>``) or an augmented one (``<pe>_<augmentation>_s<seed>``) is not."""
+    return re.fullmatch(re.escape(record["pe"]) + r"_s\d+", record["run"]) is not None
+
+
 def trained_records(root: Path, study: str) -> list[dict] | None:
     """The sweep's records of the runs as trained (no fine-tune, no augmented run), without the (PE, mode) pairs that
     cannot be evaluated at all (CPB has no frequencies to scale); None where no sweep is committed."""
     path = root / study / "resolution/resolution.json"
     if not path.is_file():
         return None
-    records = [r for r in sweep(path) if "_s" in r["run"] and "_128_" not in r["run"] and "rescale" not in r["run"]]
+    records = [r for r in sweep(path) if as_trained(r)]
     possible = {(r["pe"], r["pe_resize"]) for r in records if r["accuracy"] is not None}
     return [r for r in records if (r["pe"], r["pe_resize"]) in possible]
 
@@ -149,9 +153,8 @@ def imagenette_resolution(root: Path) -> str:
 def imagenette_short(root: Path) -> str:
     """The README's line: each swept PE's validation accuracy at its 64 px, at its best size and at 160 px (2.5x),
     interpolated, mean ± std over the seeds it stands on."""
-    path = root / SWEEP
-    records = [r for r in sweep(path) if r["pe_resize"] == "interpolate" and r["accuracy"] is not None and
-               "_128_" not in r["run"] and "rescale" not in r["run"]] if path.is_file() else []
+    records = [r for r in trained_records(root, RECIPE[0]) or []
+               if r["pe_resize"] == "interpolate" and r["accuracy"] is not None]
     if not records:
         return f"{MISSING} not swept yet.\n"
     by_pe: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -164,8 +167,8 @@ def imagenette_short(root: Path) -> str:
         seeds = len(sizes[TRAINING_SIZE])
         parts.append(f"`{pe}` {mean_std(sizes[TRAINING_SIZE])}% at {TRAINING_SIZE} px, {mean_std(sizes[best])}% at "
                      f"{best} px, {mean_std(sizes[largest])}% at {largest} px ({seeds} seed{'s' if seeds > 1 else ''})")
-    return "Imagenette (`configs/imagenette.yaml`, trained at 64 px, positions interpolated): " + "; ".join(parts) + \
-        ".\n"
+    return (f"Imagenette (`{RECIPE[1]}`, trained at {TRAINING_SIZE} px, positions interpolated): " + "; ".join(parts)
+            + ".\n")
 
 
 TABLES: dict[str, Callable[[Path], str]] = {
