@@ -381,6 +381,42 @@ def test_the_imagenette_grid_ranks_the_pes_by_their_gain_above_the_training_size
     assert "| `learnable` | 1 | 74.0 | -1.0 | +1.0 | 96 | -8.0 | n/a (cannot extrapolate) |" in table
 
 
+def test_the_imagenette_remedies_compare_each_run_at_twice_its_size_with_itself_at_64_px(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from reports.imagenette import grid_remedies
+
+    base = tmp_path / "results/imagenette/grid"
+    # (stage folder, run, accuracy % at 64 and at 128 px interpolated, at 128 px extrapolated, minutes)
+    runs = [("trained", "cpb_s0", 76, 71, 70, 40), ("trained", "cpb_s1", 78, 73, 73, 44),
+            ("trained", "none_s0", 74, 69, 69, 40),  # no remedy: the ranking's row only
+            ("finetuned", "cpb_s0_128_interpolate", 70, 80, 79, 7),
+            ("finetuned", "cpb_s1_128_interpolate", 72, 81, 80, 9),
+            ("augmented", "cpb_rescale2_s0", 75, 72, 72, 41)]
+    records = []
+
+    def commit(*committed: tuple) -> None:  # the runs' records and the sweep with their accuracies
+        for stage, run, at_64, at_128, extrapolated, minutes in committed:
+            pe = run.split("_")[0]
+            _recipe_run(base / stage, run, pe, minutes, at_64 / 100, "B")
+            records.extend({"run": run, "pe": pe, "resolution": px, "pe_resize": mode, "accuracy": acc / 100}
+                           for px, mode, acc in ((64, "interpolate", at_64), (128, "interpolate", at_128),
+                                                 (128, "extrapolate", extrapolated)))
+        (base / "resolution").mkdir(parents=True, exist_ok=True)
+        (base / "resolution/resolution.json").write_text(json.dumps(records))
+
+    commit(*runs[:3])
+    assert "No fine-tuned or augmented run of the grid" in grid_remedies(tmp_path)  # the ranking holds these
+    commit(*runs[3:])
+    table = grid_remedies(tmp_path).splitlines()
+    assert table[0].startswith("| PE | remedy | seeds | 64 px (%) | 128 px, interpolate (− 64 px) |")
+    # each run against its own 64 px, then mean ± std over seeds; the fine-tune's own 64 px, not the trained run's
+    assert "| `cpb` | as trained | 2 | 77.0 ± 1.4 | 72.0 (−5.0 ± 0.0) | 71.5 (−5.5 ± 0.7) | n/a | n/a | 42.0 |" in table
+    assert "| `cpb` | trained with `rescale2` | 1 | 75.0 | 72.0 (−3.0) | 72.0 (−3.0) | n/a | n/a | 41.0 |" in table
+    assert ("| `cpb` | fine-tuned at 128 px, interpolated | 2 | 71.0 ± 1.4 | 80.5 (+9.5 ± 0.7) | 79.5 (+8.5 ± 0.7) "
+            "| n/a | n/a | 8.0 |") in table
+    assert len(table) == 2 + 3 and not any("`none`" in row for row in table)
+
+
 def test_a_ratio_is_side_by_side_only_for_runs_that_trained_at_the_same_time_on_the_same_machine():
     sys.path.insert(0, str(ROOT / "scripts"))
     from reports.records import Run, side_by_side
@@ -411,17 +447,25 @@ def test_a_hand_edited_number_inside_a_sentence_fails_the_check_and_is_rewritten
 
 def test_numbers_in_sentences_come_from_a_sweep_by_pattern_mode_and_size(tmp_path):
     sys.path.insert(0, str(ROOT / "scripts"))
-    from reports.record_values import sweep_change, sweep_gap, sweep_mean, sweep_spread
+    from reports.record_values import sweep_change, sweep_change_from, sweep_gap, sweep_mean, sweep_spread
 
     records = [{"run": f"{pe}_s{seed}", "pe": pe, "resolution": px, "pe_resize": "interpolate", "accuracy": acc}
                for pe, seed, px, acc in [("a", 0, 16, 0.50), ("a", 1, 16, 0.52), ("a", 0, 32, 0.55), ("a", 1, 32, 0.53),
-                                         ("b", 0, 16, 0.40), ("b", 0, 32, None)]]
+                                         ("b", 0, 16, 0.40), ("b", 0, 32, None), ("a", 1, 16, 0.61),
+                                         ("a", 0, 16, 0.60)]]
+    for record in records[-2:]:  # a's fine-tunes: each starts from the run of its seed
+        record["run"] += "_32_interpolate"
     (tmp_path / "results/study").mkdir(parents=True)
     (tmp_path / "results/study/resolution.json").write_text(json.dumps(records))
     assert sweep_mean(tmp_path, "study", "a_s?", "interpolate", "32") == "54.0"
     assert sweep_spread(tmp_path, "study", "a_s?", "interpolate", "16") == "51.0 ± 1.4"
     assert sweep_change(tmp_path, "study", "a_s?", "interpolate", "32", "interpolate", "16") == "+3.0 ± 2.8"  # paired
     assert sweep_gap(tmp_path, "study", "a_s?", "interpolate", "16", "b_s0", "interpolate", "16") == "11.0"
+    # paired by seed, not by order: s0 60 - 55 and s1 61 - 53
+    assert sweep_change_from(tmp_path, "study", "a_s?_32_*", "interpolate", "16", "a_s?", "interpolate", "32") == \
+        "+6.5 ± 2.1"
+    with pytest.raises(ValueError, match="seeds \\[1\\] have no run matching 'b_s\\?'"):
+        sweep_change_from(tmp_path, "study", "a_s1_32_*", "interpolate", "16", "b_s?", "interpolate", "16")
     with pytest.raises(ValueError, match="no run of results/study matches 'c_s\\?' at 16 px, interpolate"):
         sweep_mean(tmp_path, "study", "c_s?", "interpolate", "16")
     with pytest.raises(ValueError, match="b_s0 could not be evaluated at 32 px"):

@@ -13,6 +13,7 @@ from typing import Callable
 
 from reports.machines import machine_cpu, machine_letters
 from reports.records import MISSING, SEEDS, markdown, mean_std, per_seed, read_run, resolution_table, sweep
+from reports.transfer import remedies_table
 from vitpe.resolution.report import gains_table, paired_gains
 
 RECIPE = ("results/imagenette", "configs/imagenette.yaml")
@@ -171,6 +172,18 @@ def imagenette_short(root: Path) -> str:
             + ".\n")
 
 
+def grid_remedies(root: Path) -> str:
+    """The grid's remedies at 2 × the training size (128 px), for the PEs that have one: each as trained, trained with
+    coordinate augmentation, and fine-tuned one epoch at 128 px (interpolated / extrapolated), each test mode's
+    accuracy and its change from the run's own 64 px (:func:`reports.transfer.remedies_table`)."""
+    study = GRID[0]
+    path = root / study / "resolution/resolution.json"
+    remedied = {r["pe"] for r in sweep(path) if not as_trained(r)} if path.is_file() else set()
+    if not remedied:
+        return f"{MISSING} No fine-tuned or augmented run of the grid committed yet (`{study}/resolution/`).\n"
+    return remedies_table(root, study, TRAINING_SIZE, 2 * TRAINING_SIZE, remedied)
+
+
 TABLES: dict[str, Callable[[Path], str]] = {
     "imagenette-recipe": imagenette_recipe,
     "imagenette-resolution": imagenette_resolution,
@@ -178,4 +191,5 @@ TABLES: dict[str, Callable[[Path], str]] = {
     "imagenette-grid": lambda root: runs_table(root, *GRID),
     "imagenette-grid-resolution": lambda root: resolution_tables(root, GRID[0]),
     "imagenette-grid-ranking": grid_ranking,
+    "imagenette-grid-remedies": grid_remedies,
 }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 import statistics
 from functools import lru_cache
 from pathlib import Path
@@ -76,6 +77,29 @@ def sweep_change(root: Path, study: str, pattern: str, mode: str, size: str, bas
     return in_points([runs[name] - base[name] for name in sorted(runs)], signed=True)
 
 
+SEED = re.compile(r"_s(\d+)(?:_|@|$)")
+
+
+def seed_of(run: str) -> int:
+    """The seed a run's name carries (``cpb_s2``, ``cpb_s2_128_interpolate``, ``cpb_rescale2_s2``)."""
+    found = SEED.search(run)
+    if found is None:
+        raise ValueError(f"{run}: no seed in the name (_s<seed>)")
+    return int(found.group(1))
+
+
+def sweep_change_from(root: Path, study: str, *two: str) -> str:
+    """Each run of a first selection against the run of the same seed in a second (``PATTERN MODE SIZE`` twice), e.g.
+    a fine-tune at 128 px against its run as trained at 64 px: mean ± std of the changes, with its sign."""
+    if len(two) != 6:
+        raise ValueError("sweep-change-from takes STUDY and then PATTERN MODE SIZE twice")
+    runs, base = ({seed_of(name): acc for name, acc in accuracies_by_run(root, study, *two[i:i + 3]).items()}
+                  for i in (0, 3))
+    if not set(runs) <= set(base):
+        raise ValueError(f"{two[0]!r}: seeds {sorted(set(runs) - set(base))} have no run matching {two[3]!r}")
+    return in_points([runs[seed] - base[seed] for seed in sorted(runs)], signed=True)
+
+
 def sweep_gap(root: Path, study: str, *two: str) -> str:
     """How far apart (points, one decimal, unsigned) the means of two selections are: ``PATTERN MODE SIZE`` twice."""
     if len(two) != 6:
@@ -90,4 +114,5 @@ VALUES: dict[str, Callable[..., str]] = {
     "sweep-spread": sweep_spread,
     "sweep-gap": sweep_gap,
     "sweep-change": sweep_change,
+    "sweep-change-from": sweep_change_from,
 }

@@ -44,9 +44,11 @@ TransferCells = dict[tuple[str, int, str], dict[tuple[str, int], dict[int, float
 TRANSFER_GOAL = 3.0
 
 
-def transfer_records(root: Path) -> tuple[TransferCells, dict[tuple[str, int, str], list[Run]]]:
-    """Accuracy (%) per (pe, stage index, remedy) -> (mode, size) -> seed, and each group's training runs."""
-    base = root / "results/transfer"
+def transfer_records(root: Path, study: str = "results/transfer", trained_px: int = 16
+                     ) -> tuple[TransferCells, dict[tuple[str, int, str], list[Run]]]:
+    """Accuracy (%) per (pe, stage index, remedy) -> (mode, size) -> seed, and each group's training runs, from the
+    sweep of a scripts/transfer.sh study (``study``: its records folder; ``trained_px``: its training size)."""
+    base = root / study
     accuracy: TransferCells = defaultdict(lambda: defaultdict(dict))
     trainings: dict[tuple[str, int, str], list[Run]] = defaultdict(list)
     for r in sweep(base / "resolution/resolution.json"):
@@ -54,42 +56,55 @@ def transfer_records(root: Path) -> tuple[TransferCells, dict[tuple[str, int, st
         key = (r["pe"], TRANSFER_STAGES.index(stage), remedy)
         if r["accuracy"] is not None:
             accuracy[key][(r["pe_resize"], r["resolution"])][seed] = 100 * r["accuracy"]
-        if r["resolution"] == 16 and r["pe_resize"] == "interpolate":
+        if r["resolution"] == trained_px and r["pe_resize"] == "interpolate":
             trainings[key].append(read_run(base / stage / r["run"].partition("@")[0]))
     return accuracy, trainings
 
 
-def gains_at_32(cells: dict[tuple[str, int], dict[int, float]], mode: str) -> tuple[list[float], list[float]]:
-    """Each seed's change from its own 16 px accuracy (interpolate) to 32 px in ``mode``, and its 32 px accuracy."""
-    at_16, at_32 = cells[("interpolate", 16)], cells.get((mode, 32), {})
-    seeds = [s for s in at_32 if s in at_16]
-    return [at_32[s] - at_16[s] for s in seeds], [at_32[s] for s in seeds]
+def gains_at(cells: dict[tuple[str, int], dict[int, float]], mode: str, trained_px: int = 16,
+             tested_px: int = 32) -> tuple[list[float], list[float]]:
+    """Each seed's change from its own accuracy at ``trained_px`` (interpolate) to ``tested_px`` in ``mode``, and its
+    accuracy at ``tested_px``."""
+    at_trained, at_tested = cells[("interpolate", trained_px)], cells.get((mode, tested_px), {})
+    seeds = [s for s in at_tested if s in at_trained]
+    return [at_tested[s] - at_trained[s] for s in seeds], [at_tested[s] for s in seeds]
 
 
-def transfer_remedies(root: Path) -> str:
-    """Each PE and remedy of the transfer experiment: accuracy at 16 px (the training size), and at 32 px in each
-    test mode with its change from 16 px (each run against itself, mean ± std over seeds), and the training's cost
-    (minutes on each machine, lettered under the table when the runs ran on several); then whether a remedy without
-    fine-tuning reaches the goal."""
-    accuracy, trainings = transfer_records(root)
+def remedies_table(root: Path, study: str, trained_px: int, tested_px: int, pes: set[str] | None = None) -> str:
+    """Each PE (of ``pes``, or every one) and remedy of a scripts/transfer.sh study: accuracy at ``trained_px`` (the
+    training size), and at ``tested_px`` in each test mode with its change from ``trained_px`` (each run against
+    itself, mean ± std over seeds), and the training's cost (minutes on each machine, lettered under the table when
+    the runs ran on several)."""
+    accuracy, trainings = transfer_records(root, study, trained_px)
+    if pes is not None:
+        accuracy = {key: cells for key, cells in accuracy.items() if key[0] in pes}
+        trainings = {key: runs for key, runs in trainings.items() if key[0] in pes}
     letter = machine_letters(run.machines for runs in trainings.values() for run in runs)
     rows = []
     for key in sorted(accuracy):  # by PE, then as trained / augmented / fine-tuned
         pe, _, remedy = key
         cells = accuracy[key]
-        at_16 = cells[("interpolate", 16)]
-        row = [f"`{pe}`", remedy, str(len(at_16)), mean_std(list(at_16.values()))]
+        at_trained = cells[("interpolate", trained_px)]
+        row = [f"`{pe}`", remedy, str(len(at_trained)), mean_std(list(at_trained.values()))]
         for mode in TRANSFER_MODES:
-            gains, at_32 = gains_at_32(cells, mode)
-            row.append(f"{statistics.fmean(at_32):.1f} ({mean_std(gains, signed=True)})" if gains else "n/a")
+            gains, at_tested = gains_at(cells, mode, trained_px, tested_px)
+            row.append(f"{statistics.fmean(at_tested):.1f} ({mean_std(gains, signed=True)})" if gains else "n/a")
         minutes = mean_minutes(by_machine(trainings[key]))
         row.append(" / ".join(f"{minutes[m]:.1f}" + (f" ({letter[m]})" if len(letter) > 1 else "")
                               for m in sorted(minutes, key=letter.get)))
         rows.append(row)
     described = "; ".join(named_machine(letter, m) for m in letter)
     machine_note = f"\nTraining minutes by machine: {described}.\n" if len(letter) > 1 else ""
-    return markdown(["PE", "remedy", "seeds", "16 px (%)", *(f"32 px, {m} (− 16 px)" for m in TRANSFER_MODES),
-                     "training (min)"], rows) + machine_note + "\n" + transfer_goal(accuracy) + "\n"
+    return markdown(["PE", "remedy", "seeds", f"{trained_px} px (%)",
+                     *(f"{tested_px} px, {m} (− {trained_px} px)" for m in TRANSFER_MODES), "training (min)"],
+                    rows) + machine_note
+
+
+def transfer_remedies(root: Path) -> str:
+    """The detail protocol's remedies (:func:`remedies_table`, trained at 16 px, tested at 32), then whether a remedy
+    without fine-tuning reaches the goal."""
+    accuracy, _ = transfer_records(root)
+    return remedies_table(root, "results/transfer", 16, 32) + "\n" + transfer_goal(accuracy) + "\n"
 
 
 def transfer_goal(accuracy: TransferCells) -> str:
@@ -101,7 +116,7 @@ def transfer_goal(accuracy: TransferCells) -> str:
             continue
         modes = []
         for mode in TRANSFER_MODES:
-            gains, at_32 = gains_at_32(cells, mode)
+            gains, at_32 = gains_at(cells, mode)
             if gains:
                 modes.append((statistics.fmean(gains), len(gains), statistics.fmean(at_32), f"`{pe}` {remedy}, {mode}"))
         found.append(max(modes))
