@@ -13,7 +13,7 @@ from typing import Callable
 
 from reports.machines import machine_cpu, machine_letters
 from reports.records import MISSING, SEEDS, markdown, mean_std, per_seed, read_run, resolution_table, sweep
-from reports.transfer import remedies_table
+from reports.transfer import TRANSFER_STAGES, remedies_table, transfer_records, transfer_remedy
 from vitpe.resolution.report import gains_table, paired_gains
 
 RECIPE = ("results/imagenette", "configs/imagenette.yaml")
@@ -61,9 +61,10 @@ def runs_table(root: Path, study: str, config: str) -> str:
 
 
 def as_trained(record: dict) -> bool:
-    """Whether a sweep record is of a run as trained, named ``<pe>_s<seed>`` (``scripts/transfer.sh``): a fine-tuned
-    run (``<pe>_s<seed>_<px>_<mode>``) or an augmented one (``<pe>_<augmentation>_s<seed>``) is not."""
-    return re.fullmatch(re.escape(record["pe"]) + r"_s\d+", record["run"]) is not None
+    """Whether a sweep record is of a run as trained (``<pe>_s<seed>``, scripts/transfer.sh's names as
+    :func:`reports.transfer.transfer_remedy` reads them): a fine-tuned run, an augmented one or one tested with a PE
+    option changed is not."""
+    return transfer_remedy(record["run"], record["pe"])[0] == "trained" and "@" not in record["run"]
 
 
 def trained_records(root: Path, study: str) -> list[dict] | None:
@@ -177,11 +178,14 @@ def grid_remedies(root: Path) -> str:
     coordinate augmentation, and fine-tuned one epoch at 128 px (interpolated / extrapolated), each test mode's
     accuracy and its change from the run's own 64 px (:func:`reports.transfer.remedies_table`)."""
     study = GRID[0]
-    path = root / study / "resolution/resolution.json"
-    remedied = {r["pe"] for r in sweep(path) if not as_trained(r)} if path.is_file() else set()
+    swept = (root / study / "resolution/resolution.json").is_file()
+    accuracy, trainings = transfer_records(root, study, TRAINING_SIZE) if swept else ({}, {})
+    remedied = {pe for pe, stage, _ in accuracy if TRANSFER_STAGES[stage] != "trained"}
     if not remedied:
         return f"{MISSING} No fine-tuned or augmented run of the grid committed yet (`{study}/resolution/`).\n"
-    return remedies_table(root, study, TRAINING_SIZE, 2 * TRAINING_SIZE, remedied)
+    return remedies_table(({key: cells for key, cells in accuracy.items() if key[0] in remedied},
+                           {key: runs for key, runs in trainings.items() if key[0] in remedied}),
+                          TRAINING_SIZE, 2 * TRAINING_SIZE)
 
 
 TABLES: dict[str, Callable[[Path], str]] = {

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import re
 import statistics
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
 from reports.records import with_sign
+from reports.transfer import transfer_remedy
 
 
 @lru_cache(maxsize=8)
@@ -41,8 +41,13 @@ def in_points(fractions: list[float], signed: bool = False) -> str:
 
 
 def accuracies_by_run(root: Path, study: str, pattern: str, mode: str, size: str) -> dict[str, float]:
-    """Accuracy (a fraction) by run of every run of ``study``'s sweep matching ``pattern`` at ``size`` in ``mode``; an
-    error naming what is missing when none matches or a matching run could not be evaluated there."""
+    """Accuracy (a fraction) by run of every run of ``study``'s sweep matching ``pattern`` at ``size`` in ``mode``."""
+    return {r["run"]: r["accuracy"] for r in selected(root, study, pattern, mode, size)}
+
+
+def selected(root: Path, study: str, pattern: str, mode: str, size: str) -> list[dict]:
+    """The records of ``study``'s sweep whose run matches ``pattern``, at ``size`` in ``mode``; an error naming what
+    is missing when none matches or a matching run could not be evaluated there."""
     folder = root / "results" / study
     path = next((p for p in (folder / "resolution/resolution.json", folder / "resolution.json") if p.is_file()), None)
     if path is None:
@@ -54,7 +59,7 @@ def accuracies_by_run(root: Path, study: str, pattern: str, mode: str, size: str
     missing = [r["run"] for r in found if r["accuracy"] is None]
     if missing:
         raise ValueError(f"{', '.join(missing)} could not be evaluated at {size} px, {mode}")
-    return {r["run"]: r["accuracy"] for r in found}
+    return found
 
 
 def sweep_mean(root: Path, study: str, pattern: str, mode: str, size: str) -> str:
@@ -77,24 +82,13 @@ def sweep_change(root: Path, study: str, pattern: str, mode: str, size: str, bas
     return in_points([runs[name] - base[name] for name in sorted(runs)], signed=True)
 
 
-SEED = re.compile(r"_s(\d+)(?:_|@|$)")
-
-
-def seed_of(run: str) -> int:
-    """The seed a run's name carries (``cpb_s2``, ``cpb_s2_128_interpolate``, ``cpb_rescale2_s2``)."""
-    found = SEED.search(run)
-    if found is None:
-        raise ValueError(f"{run}: no seed in the name (_s<seed>)")
-    return int(found.group(1))
-
-
 def sweep_change_from(root: Path, study: str, *two: str) -> str:
     """Each run of a first selection against the run of the same seed in a second (``PATTERN MODE SIZE`` twice), e.g.
     a fine-tune at 128 px against its run as trained at 64 px: mean ± std of the changes, with its sign."""
     if len(two) != 6:
         raise ValueError("sweep-change-from takes STUDY and then PATTERN MODE SIZE twice")
-    runs, base = ({seed_of(name): acc for name, acc in accuracies_by_run(root, study, *two[i:i + 3]).items()}
-                  for i in (0, 3))
+    runs, base = ({transfer_remedy(r["run"], r["pe"])[2]: r["accuracy"]  # by seed, as scripts/transfer.sh names runs
+                   for r in selected(root, study, *two[i:i + 3])} for i in (0, 3))
     if not set(runs) <= set(base):
         raise ValueError(f"{two[0]!r}: seeds {sorted(set(runs) - set(base))} have no run matching {two[3]!r}")
     return in_points([runs[seed] - base[seed] for seed in sorted(runs)], signed=True)

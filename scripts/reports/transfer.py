@@ -39,13 +39,16 @@ def transfer_remedy(run: str, pe: str) -> tuple[str, str, int]:
 
 
 TransferCells = dict[tuple[str, int, str], dict[tuple[str, int], dict[int, float]]]
+#: A study's sweep read once: the accuracy cells and each group's training runs (:func:`transfer_records`).
+TransferRecords = tuple[TransferCells, dict[tuple[str, int, str], list[Run]]]
+#: The detail protocol: its records folder, its training size and the size its remedies are read at.
+DETAIL = ("results/transfer", 16, 32)
 #: The experiment's goal: a model trained at 16 px at least this many points more accurate at 32 px than at 16 px,
 #: without fine-tuning, mean over three seeds.
 TRANSFER_GOAL = 3.0
 
 
-def transfer_records(root: Path, study: str = "results/transfer", trained_px: int = 16
-                     ) -> tuple[TransferCells, dict[tuple[str, int, str], list[Run]]]:
+def transfer_records(root: Path, study: str, trained_px: int) -> TransferRecords:
     """Accuracy (%) per (pe, stage index, remedy) -> (mode, size) -> seed, and each group's training runs, from the
     sweep of a scripts/transfer.sh study (``study``: its records folder; ``trained_px``: its training size)."""
     base = root / study
@@ -61,8 +64,8 @@ def transfer_records(root: Path, study: str = "results/transfer", trained_px: in
     return accuracy, trainings
 
 
-def gains_at(cells: dict[tuple[str, int], dict[int, float]], mode: str, trained_px: int = 16,
-             tested_px: int = 32) -> tuple[list[float], list[float]]:
+def gains_at(cells: dict[tuple[str, int], dict[int, float]], mode: str, trained_px: int,
+             tested_px: int) -> tuple[list[float], list[float]]:
     """Each seed's change from its own accuracy at ``trained_px`` (interpolate) to ``tested_px`` in ``mode``, and its
     accuracy at ``tested_px``."""
     at_trained, at_tested = cells[("interpolate", trained_px)], cells.get((mode, tested_px), {})
@@ -70,15 +73,12 @@ def gains_at(cells: dict[tuple[str, int], dict[int, float]], mode: str, trained_
     return [at_tested[s] - at_trained[s] for s in seeds], [at_tested[s] for s in seeds]
 
 
-def remedies_table(root: Path, study: str, trained_px: int, tested_px: int, pes: set[str] | None = None) -> str:
-    """Each PE (of ``pes``, or every one) and remedy of a scripts/transfer.sh study: accuracy at ``trained_px`` (the
-    training size), and at ``tested_px`` in each test mode with its change from ``trained_px`` (each run against
-    itself, mean ± std over seeds), and the training's cost (minutes on each machine, lettered under the table when
-    the runs ran on several)."""
-    accuracy, trainings = transfer_records(root, study, trained_px)
-    if pes is not None:
-        accuracy = {key: cells for key, cells in accuracy.items() if key[0] in pes}
-        trainings = {key: runs for key, runs in trainings.items() if key[0] in pes}
+def remedies_table(records: TransferRecords, trained_px: int, tested_px: int) -> str:
+    """Each PE and remedy of a scripts/transfer.sh study's records: accuracy at ``trained_px`` (the training size),
+    and at ``tested_px`` in each test mode with its change from ``trained_px`` (each run against itself, mean ± std
+    over seeds), and the training's cost (minutes on each machine, lettered under the table when the runs ran on
+    several)."""
+    accuracy, trainings = records
     letter = machine_letters(run.machines for runs in trainings.values() for run in runs)
     rows = []
     for key in sorted(accuracy):  # by PE, then as trained / augmented / fine-tuned
@@ -103,8 +103,9 @@ def remedies_table(root: Path, study: str, trained_px: int, tested_px: int, pes:
 def transfer_remedies(root: Path) -> str:
     """The detail protocol's remedies (:func:`remedies_table`, trained at 16 px, tested at 32), then whether a remedy
     without fine-tuning reaches the goal."""
-    accuracy, _ = transfer_records(root)
-    return remedies_table(root, "results/transfer", 16, 32) + "\n" + transfer_goal(accuracy) + "\n"
+    study, trained_px, tested_px = DETAIL
+    records = transfer_records(root, study, trained_px)
+    return remedies_table(records, trained_px, tested_px) + "\n" + transfer_goal(records[0]) + "\n"
 
 
 def transfer_goal(accuracy: TransferCells) -> str:
@@ -116,7 +117,7 @@ def transfer_goal(accuracy: TransferCells) -> str:
             continue
         modes = []
         for mode in TRANSFER_MODES:
-            gains, at_32 = gains_at(cells, mode)
+            gains, at_32 = gains_at(cells, mode, *DETAIL[1:])
             if gains:
                 modes.append((statistics.fmean(gains), len(gains), statistics.fmean(at_32), f"`{pe}` {remedy}, {mode}"))
         found.append(max(modes))
@@ -137,7 +138,7 @@ def transfer_goal(accuracy: TransferCells) -> str:
 def transfer_sweep(root: Path) -> str:
     """Every PE as trained at 16 px on the detail protocol, tested from 16 to 48 px with positions interpolated and
     extrapolated: mean ± std over seeds (first 2,000 test images)."""
-    records = [r for r in sweep(root / "results/transfer/resolution/resolution.json")
+    records = [r for r in sweep(root / DETAIL[0] / "resolution/resolution.json")
                if r["pe_resize"] in ("interpolate", "extrapolate")
                and transfer_remedy(r["run"], r["pe"])[0] == "trained"]
     for r in records:  # a run tested with an option changed (its own group) is named by its option
