@@ -466,6 +466,15 @@ def test_numbers_in_sentences_come_from_a_sweep_by_pattern_mode_and_size(tmp_pat
         "+6.5 ± 2.1"
     with pytest.raises(ValueError, match="seeds \\[1\\] have no run matching 'b_s\\?'"):
         sweep_change_from(tmp_path, "study", "a_s1_32_*", "interpolate", "16", "b_s?", "interpolate", "16")
+    # a folder of scripts/transfer.sh narrows a pattern: an augmented run a_rrc_s2 matches *_s? but is not trained/
+    records.append({"run": "a_rrc_s2", "pe": "a", "resolution": 16, "pe_resize": "interpolate", "accuracy": 0.9})
+    (tmp_path / "results/study/resolution.json").write_text(json.dumps(records))
+    assert sweep_mean(tmp_path, "study", "*_s?", "interpolate", "16") == "58.0"  # 50, 52, 40, 90 over 4
+    assert sweep_mean(tmp_path, "study", "trained/*_s?", "interpolate", "16") == "47.3"
+    assert sweep_mean(tmp_path, "study", "augmented/*", "interpolate", "16") == "90.0"
+    assert sweep_mean(tmp_path, "study", "finetuned/a_*", "interpolate", "16") == "60.5"
+    with pytest.raises(ValueError, match="'tuned' is not a folder of scripts/transfer.sh"):
+        sweep_mean(tmp_path, "study", "tuned/*_s?", "interpolate", "16")
     with pytest.raises(ValueError, match="no run of results/study matches 'c_s\\?' at 16 px, interpolate"):
         sweep_mean(tmp_path, "study", "c_s?", "interpolate", "16")
     with pytest.raises(ValueError, match="b_s0 could not be evaluated at 32 px"):

@@ -5,7 +5,9 @@ are in reports.run_values). A page writes, e.g.,
     RoPE-Mixed reads 32 px at <!-- value: sweep-mean transfer rope_mixed_s? interpolate 32 -->54.3<!-- /value -->%
 
 where ``transfer`` is the study's folder under results/ (its sweep: ``resolution/resolution.json``, or
-``resolution.json`` at the top) and the pattern matches run names as a shell does (``?``, ``*``, ``[0-2]``)."""
+``resolution.json`` at the top) and the pattern matches run names as a shell does (``?``, ``*``, ``[0-2]``). A pattern
+may name the folder scripts/transfer.sh trains a run in (``trained/*_s?``: every run as trained, none of the augmented
+runs ``<pe>_<aug>_s<seed>`` that ``*_s?`` also matches)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from reports.records import with_sign
-from reports.transfer import transfer_remedy
+from reports.transfer import TRANSFER_STAGES, transfer_remedy
 
 
 @lru_cache(maxsize=8)
@@ -46,14 +48,20 @@ def accuracies_by_run(root: Path, study: str, pattern: str, mode: str, size: str
 
 
 def selected(root: Path, study: str, pattern: str, mode: str, size: str) -> list[dict]:
-    """The records of ``study``'s sweep whose run matches ``pattern``, at ``size`` in ``mode``; an error naming what
-    is missing when none matches or a matching run could not be evaluated there."""
+    """The records of ``study``'s sweep whose run matches ``pattern`` (``STAGE/NAMES``: only the runs of that
+    scripts/transfer.sh folder), at ``size`` in ``mode``; an error naming what is missing when none matches or a
+    matching run could not be evaluated there."""
     folder = root / "results" / study
     path = next((p for p in (folder / "resolution/resolution.json", folder / "resolution.json") if p.is_file()), None)
     if path is None:
         raise ValueError(f"results/{study} holds no resolution.json")
-    found = [r for r in sweep_records(str(path), path.stat().st_mtime_ns) if fnmatch.fnmatchcase(r["run"], pattern)
-             and r["pe_resize"] == mode and str(r["resolution"]) == size]
+    stage, _, names = pattern.rpartition("/")
+    if stage and stage not in TRANSFER_STAGES:
+        raise ValueError(f"{pattern!r}: {stage!r} is not a folder of scripts/transfer.sh "
+                         f"({', '.join(TRANSFER_STAGES)})")
+    found = [r for r in sweep_records(str(path), path.stat().st_mtime_ns) if fnmatch.fnmatchcase(r["run"], names)
+             and r["pe_resize"] == mode and str(r["resolution"]) == size
+             and (not stage or transfer_remedy(r["run"], r["pe"])[0] == stage)]
     if not found:
         raise ValueError(f"no run of results/{study} matches {pattern!r} at {size} px, {mode}")
     missing = [r["run"] for r in found if r["accuracy"] is None]
