@@ -17,6 +17,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "table:recipe-current-short",
         "table:imagenette-short",
         "value:cell-range x1",
+        "value:column-range x2",
         "value:row-range x3",
         "value:speed-verdicts x1",
         "value:sweep-change x4",
