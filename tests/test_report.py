@@ -376,9 +376,9 @@ def test_the_imagenette_grid_ranks_the_pes_by_their_gain_above_the_training_size
     sweep_file.write_text(json.dumps(records))
     table = grid_ranking(tmp_path)
     assert table.index("`sincos`") < table.index("`learnable`")  # +4.5 before +1.0
-    assert ("| `sincos` | 2 | 71.0 ± 1.4 | +1.5 ± 0.7 | +4.5 ± 0.7 | 112 / 112 | -1.5 ± 0.7 | -38.5 ± 0.7 |"
+    assert ("| `sincos` | 2 | 71.0 ± 1.4 | +1.5 ± 0.7 | +4.5 ± 0.7 | 112 / 112 | +2.5 ± 0.7 | -1.5 ± 0.7 | -38.5 ± 0.7 |"
             in table)
-    assert "| `learnable` | 1 | 74.0 | -1.0 | +1.0 | 96 | -8.0 | n/a (cannot extrapolate) |" in table
+    assert "| `learnable` | 1 | 74.0 | -1.0 | +1.0 | 96 | -2.0 | -8.0 | n/a (cannot extrapolate) |" in table
 
 
 def test_the_imagenette_remedies_compare_each_run_at_twice_its_size_with_itself_at_64_px(tmp_path):

@@ -47,7 +47,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "value:cell-range-unsigned x3",
         "value:column-range x4",
         "value:rank-correlation x1",
-        "value:ranked x2",
+        "value:ranked x3",
         "value:run-accuracy x4",
         "value:run-minutes x5",
         "value:run-steps x3",
