@@ -19,8 +19,8 @@ from vitpe.resolution.report import gains_table, paired_gains
 RECIPE = ("results/imagenette", "configs/imagenette.yaml")
 GRID = ("results/imagenette/grid", "configs/imagenette_grid.yaml")
 TRAINING_SIZE = 64
-#: The sizes of the grid's ranking: one step above the training size (1.25x, where FixRes's gain shows), 1.5-2x, and
-#: 2x and 2.5x.
+#: The sizes of the grid's ranking and remedies: one step above the training size (1.25x, where FixRes's gain shows),
+#: 1.5-2x, 2x (where the remedies are read) and 2.5x.
 STEP, NEAR, FAR = 80, (96, 112, 128), 160
 TWICE = 2 * TRAINING_SIZE
 THREADS = re.compile(r"(\d+) threads?$")
@@ -130,7 +130,8 @@ def grid_ranking(root: Path) -> str:
         rows.append((statistics.fmean(near), [
             f"`{pe}`", len(runs), mean_std([interpolated[run][TRAINING_SIZE] for run in runs]),
             changes([change(run, STEP) for run in runs]), changes(near), " / ".join(str(s) for s in best_sizes),
-            changes([change(run, TWICE) for run in runs]), changes([change(run, FAR) for run in runs]), changes(cost) if cost else "n/a (cannot extrapolate)"]))
+            changes([change(run, TWICE) for run in runs]), changes([change(run, FAR) for run in runs]),
+            changes(cost) if cost else "n/a (cannot extrapolate)"]))
     rows.sort(key=lambda row: -row[0])
     return markdown(["PE", "seeds", "acc. at 64 px (%)", f"change at {STEP} px, interpolated",
                      f"best change at {NEAR[0]}–{NEAR[-1]} px, interpolated", "best size, by seed",
@@ -187,7 +188,7 @@ def grid_remedies(root: Path) -> str:
         return f"{MISSING} No fine-tuned or augmented run of the grid committed yet (`{study}/resolution/`).\n"
     return remedies_table(({key: cells for key, cells in accuracy.items() if key[0] in remedied},
                            {key: runs for key, runs in trainings.items() if key[0] in remedied}),
-                          TRAINING_SIZE, 2 * TRAINING_SIZE)
+                          TRAINING_SIZE, TWICE)
 
 
 TABLES: dict[str, Callable[[Path], str]] = {
