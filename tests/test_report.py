@@ -314,6 +314,33 @@ def test_transfer_training_minutes_are_given_per_machine_when_runs_ran_on_severa
     assert "| 7.5 |" in table and "by machine" not in table
 
 
+def test_transfer_training_minutes_say_the_threads_where_one_cpu_ran_runs_at_several_counts(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from reports.transfer import transfer_remedies
+
+    base = tmp_path / "results/transfer"
+    records = []
+    for run, minutes, machine in (("cpb_s0", 8, "cpu X, 1 thread"), ("cpb_s1", 5, "cpu X, 2 threads"),
+                                  ("cpb_s2", 10, "cpu X, 1 thread")):
+        _recipe_run(base / "trained", run, "cpb", minutes, 0.5, machine)
+        records += [{"run": run, "pe": "cpb", "resolution": px, "pe_resize": "interpolate", "accuracy": acc}
+                    for px, acc in ((16, 0.5), (32, 0.54))]
+    (base / "resolution").mkdir()
+    (base / "resolution/resolution.json").write_text(json.dumps(records))
+    table = transfer_remedies(tmp_path)
+    row = next(line for line in table.splitlines() if line.startswith("| `cpb`"))
+    # one letter for the CPU, told apart by the threads: a 2-thread run is never averaged with 1-thread ones
+    assert row.endswith("| 9.0 (E, 1 thread) / 5.0 (E, 2 threads) |")
+    assert "Training minutes by machine: E: cpu X." in table
+    for run in ("cpb_s0", "cpb_s2"):  # every run on one CPU with one count: the count said once, under the table
+        shutil.rmtree(base / "trained" / run)
+    _recipe_run(base / "trained", "cpb_s0", "cpb", 8, 0.5, "cpu Y, 2 threads")
+    (base / "resolution/resolution.json").write_text(json.dumps([r for r in records if r["run"] != "cpb_s2"]))
+    table = transfer_remedies(tmp_path)
+    assert "| 5.0 (E) / 8.0 (F) |" in table
+    assert "Training minutes by machine: E: cpu X; F: cpu Y; every run 2 threads." in table
+
+
 def test_the_imagenette_tables_read_the_runs_and_the_sweep(tmp_path):
     sys.path.insert(0, str(ROOT / "scripts"))
     from reports.imagenette import imagenette_recipe, imagenette_resolution

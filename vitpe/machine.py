@@ -68,13 +68,20 @@ def described(device: torch.device | str = "cpu", processes: int = 1) -> str:
 
 
 _ONE_THREAD_PROCESSES = re.compile(r", (\d+) processes × 1 thread$")
-_THREADS = re.compile(r", \d+ (?:threads?|processes × \d+ threads?)$")
+_THREADS = re.compile(r", (\d+ (?:threads?|processes × \d+ threads?))$")
 
 
 def cpu_of(description: str) -> str:
     """The CPU part of a :func:`described` line, without its threads or processes (``"AMD EPYC (...), 2 threads"`` →
     ``"AMD EPYC (...)"``); a GPU line unchanged."""
     return _THREADS.sub("", description)
+
+
+def threads_of(description: str) -> str:
+    """The threads part of a :func:`described` line, what :func:`cpu_of` leaves out (``"AMD EPYC (...), 2 threads"``
+    → ``"2 threads"``); "" for a GPU line or a line that does not say."""
+    match = _THREADS.search(description)
+    return match.group(1) if match else ""
 
 
 def as_one_process(description: str) -> str:

@@ -5,13 +5,12 @@ records (``scripts/imagenette.sh``): the recipe, ``configs/imagenette.yaml``, un
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable
 
-from reports.machines import machine_cpu, machine_letters
+from reports.machines import machine_cpu, machine_letters, thread_counts
 from reports.records import MISSING, SEEDS, markdown, mean_std, per_seed, read_run, resolution_table, sweep
 from reports.transfer import TRANSFER_STAGES, remedies_table, transfer_records, transfer_remedy
 from vitpe.resolution.report import gains_table, paired_gains
@@ -23,19 +22,12 @@ TRAINING_SIZE = 64
 #: 1.5-2x, 2x (where the remedies are read) and 2.5x.
 STEP, NEAR, FAR = 80, (96, 112, 128), 160
 TWICE = 2 * TRAINING_SIZE
-THREADS = re.compile(r"(\d+) threads?$")
 
 
 def finished_runs(root: Path, study: str = RECIPE[0]):
     folder = root / study / "trained"
     runs = [read_run(f) for f in sorted(folder.iterdir()) if (f / "metrics.jsonl").is_file()] if folder.is_dir() else []
     return [r for r in runs if r.finished]
-
-
-def threads_of(run) -> str:
-    """The thread counts the run's epochs ran with, from each record's machine line (e.g. "1, 2")."""
-    counts = sorted({match.group(1) for m in run.machines if (match := THREADS.search(m))}, key=int)
-    return ", ".join(counts) or "not recorded"
 
 
 def runs_table(root: Path, study: str, config: str) -> str:
@@ -54,7 +46,7 @@ def runs_table(root: Path, study: str, config: str) -> str:
         rows.append([f"`{pe}`", per_seed({r.seed: r.accuracy for r in group}, SEEDS),
                      mean_std([r.accuracy for r in group]), len(group),
                      " / ".join(f"{r.minutes:.0f}" for r in group), " / ".join(f"{s:.0f}" for s in speeds),
-                     " / ".join(f"{letter[r.machines]} ({threads_of(r)})" for r in group)])
+                     " / ".join(f"{letter[r.machines]} ({thread_counts(r.machines)})" for r in group)])
     cpus = {letter[m]: machine_cpu(m) or "not recorded" for m in letter}  # threads are in the column
     legend = "; ".join(f"{key}: {cpu}" for key, cpu in sorted(cpus.items()))
     return markdown(["PE", "val. acc. (%) at 64 px, seeds 0 / 1 / 2", "mean ± std", "seeds", "wall (min)",

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Callable, Iterable
 
 from reports.records import markdown
-from vitpe.machine import cpu_of
+from vitpe.machine import cpu_of, threads_of
 
 #: The machines the pages name by letter, from A: the first grid runs' machine (which did not record itself), then
 #: each machine the records name, in a fixed order, so that a machine has one letter on every page. A machine not
@@ -26,6 +27,12 @@ DESCRIBED = {
 def machine_cpu(machines: frozenset[str]) -> str:
     """The CPU (or CPUs, joined) of a run's machine descriptions, without the thread counts; "" where unrecorded."""
     return " + ".join(sorted(set(map(cpu_of, machines))))  # one CPU at several thread counts is one CPU
+
+
+def thread_counts(machines: Iterable[str]) -> str:
+    """The threads of a run's machine descriptions (e.g. "1 thread, 2 threads"); "not recorded" where none says."""
+    counts = sorted({threads_of(m) for m in machines} - {""}, key=lambda t: [int(n) for n in re.findall(r"\d+", t)])
+    return ", ".join(counts) or "not recorded"
 
 
 def named_machine(letter: dict[frozenset[str], str], machine: frozenset[str], unrecorded: str = "not recorded") -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from reports.loop_anchor import by_machine, mean_minutes
-from reports.machines import machine_letters, named_machine
+from reports.machines import machine_cpu, machine_letters, thread_counts
 from reports.records import Run, SEEDS, markdown, mean_std, read_run, resolution_table, sweep, with_sign
 
 
@@ -73,13 +73,28 @@ def gains_at(cells: dict[tuple[str, int], dict[int, float]], mode: str, trained_
     return [at_tested[s] - at_trained[s] for s in seeds], [at_tested[s] for s in seeds]
 
 
+def machine_labels(machines: list[frozenset[str]]) -> tuple[dict[frozenset[str], str], str]:
+    """Each machine's label in a table's cells (its letter, with the threads its runs used where the table's runs used
+    several counts: one letter covers a CPU at any count) and the legend under the table; no labels for one machine."""
+    letter = machine_letters(machines)
+    if len(letter) < 2:
+        return {m: "" for m in letter}, ""
+    counts = {m: thread_counts(m) for m in letter}
+    cpus = "; ".join(sorted({f"{letter[m]}: {machine_cpu(m) or 'not recorded'}" for m in letter}))
+
+    if len(set(counts.values())) == 1:
+        count = next(iter(counts.values()))
+        return {m: f" ({letter[m]})" for m in letter}, cpus + (f"; every run {count}" if count != "not recorded" else "")
+    return {m: f" ({letter[m]}, {counts[m]})" for m in letter}, cpus
+
+
 def remedies_table(records: TransferRecords, trained_px: int, tested_px: int) -> str:
     """Each PE and remedy of a scripts/transfer.sh study's records: accuracy at ``trained_px`` (the training size),
     and at ``tested_px`` in each test mode with its change from ``trained_px`` (each run against itself, mean ± std
     over seeds), and the training's cost (minutes on each machine, lettered under the table when the runs ran on
     several)."""
     accuracy, trainings = records
-    letter = machine_letters(run.machines for runs in trainings.values() for run in runs)
+    label, legend = machine_labels([run.machines for runs in trainings.values() for run in runs])
     rows = []
     for key in sorted(accuracy):  # by PE, then as trained / augmented / fine-tuned
         pe, _, remedy = key
@@ -90,11 +105,9 @@ def remedies_table(records: TransferRecords, trained_px: int, tested_px: int) ->
             gains, at_tested = gains_at(cells, mode, trained_px, tested_px)
             row.append(f"{statistics.fmean(at_tested):.1f} ({mean_std(gains, signed=True)})" if gains else "n/a")
         minutes = mean_minutes(by_machine(trainings[key]))
-        row.append(" / ".join(f"{minutes[m]:.1f}" + (f" ({letter[m]})" if len(letter) > 1 else "")
-                              for m in sorted(minutes, key=letter.get)))
+        row.append(" / ".join(f"{minutes[m]:.1f}{label[m]}" for m in sorted(minutes, key=label.get)))
         rows.append(row)
-    described = "; ".join(named_machine(letter, m) for m in letter)
-    machine_note = f"\nTraining minutes by machine: {described}.\n" if len(letter) > 1 else ""
+    machine_note = f"\nTraining minutes by machine: {legend}.\n" if legend else ""
     return markdown(["PE", "remedy", "seeds", f"{trained_px} px (%)",
                      *(f"{tested_px} px, {m} (− {trained_px} px)" for m in TRANSFER_MODES), "training (min)"],
                     rows) + machine_note
