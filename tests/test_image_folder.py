@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from vitpe.data import DataError, load_folder_split, load_imagenette
+from vitpe.data import decoded_cache
 from vitpe.data import image_folder as image_folder_module
 
 DATA = Path(os.environ.get("VITPE_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
@@ -85,6 +86,48 @@ def test_the_decoded_cache_is_reused_and_replaced_when_the_files_change(tmp_path
     assert [p.name for p in cache.iterdir()] == [written.name]  # replaced, not added beside
     load_imagenette(tmp_path, "train", 8, cache_dir=str(cache))
     assert capsys.readouterr().err == ""  # and now fresh again
+
+
+def test_a_cache_outlives_a_copy_that_changes_only_the_files_times(tmp_path, monkeypatch, capsys):
+    folder = fake_imagenette(tmp_path, n=2)
+    cache = tmp_path / "cache"
+    first = load_imagenette(tmp_path, "train", 8, cache_dir=str(cache))
+    photos = sorted((folder / "train").rglob("*.*"))
+    for i, photo in enumerate(photos):  # as a fresh copy of the folder leaves them: every time new, contents the same
+        os.utime(photo, ns=(10**18 + i, 10**18 + i))
+
+    def no_decoding(*args, **kwargs):
+        raise AssertionError("decoded although only the times changed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(image_folder_module, "decode_square", no_decoding)
+        again = load_imagenette(tmp_path, "train", 8, cache_dir=str(cache))
+        assert torch.equal(again.images, first.images) and capsys.readouterr().err == ""
+        patch.setattr(decoded_cache, "file_digests", no_decoding)  # the cache now has the new times: no hashing
+        load_imagenette(tmp_path, "train", 8, cache_dir=str(cache))
+
+
+
+def test_a_file_of_the_same_size_and_new_contents_makes_the_cache_stale(tmp_path, capsys):
+    files = [tmp_path / "a.bin", tmp_path / "b.bin"]
+    for path in files:
+        path.write_bytes(b"aaaa")
+    decoded = []
+
+    def decode() -> dict:
+        decoded.append(1)
+        return {"images": torch.tensor([len(decoded)])}
+
+    cache = tmp_path / "cache.pt"
+    decoded_cache.load_or_decode(cache, tmp_path, decoded_cache.fingerprint(tmp_path, files), decode)
+    os.utime(files[0], ns=(1, 1))  # touched only
+    entry = decoded_cache.load_or_decode(cache, tmp_path, decoded_cache.fingerprint(tmp_path, files), decode)
+    assert len(decoded) == 1 and entry["images"].item() == 1 and capsys.readouterr().err == ""
+    files[1].write_bytes(b"abba")  # the same size, other contents, a new time
+    os.utime(files[1], ns=(2, 2))  # (new on a file system whose clock is coarse, too)
+    entry = decoded_cache.load_or_decode(cache, tmp_path, decoded_cache.fingerprint(tmp_path, files), decode)
+    assert len(decoded) == 2 and entry["images"].item() == 2
+    assert "stale: 0 files added, 0 removed, 1 changed" in capsys.readouterr().err
 
 
 def test_a_corrupt_cache_is_decoded_again(tmp_path, capsys):

@@ -161,7 +161,7 @@ def load_folder_split(root: str | Path, split: str, img_size: int, *, cache_dir:
     else:
         path = cache_path(Path(cache_dir) if cache_dir else default_cache_dir(), folder, img_size,
                           extra=f"skip={skip_unreadable}")
-        entry = load_or_decode(path, fingerprint(folder, files), decode)
+        entry = load_or_decode(path, folder, fingerprint(folder, files), decode)
     order = torch.randperm(len(entry["labels"]), generator=torch.Generator().manual_seed(ORDER_SEED))
     return ImageSet(entry["images"][order], entry["labels"][order], class_names(root, entry["classes"]))
 
