@@ -35,6 +35,19 @@ def test_wrong_types_are_named():
         config_from_dict({}, ["train.epochs"])
 
 
+def test_yaml_word_booleans_are_words_for_text_options_and_booleans_for_yes_no_options(tmp_path):
+    # the documented `data.cache_dir=off` from a shell: "off", not YAML 1.1's false
+    config = config_from_dict({}, ["data.cache_dir=off", "data.hflip=off"])
+    assert config.data.cache_dir == "off" and config.data.hflip is False
+    assert config_from_dict({}, ["data.hflip=on"]).data.hflip is True
+    path = tmp_path / "c.yaml"  # a file's unquoted off reaches the loader as false: say to quote it
+    path.write_text("data: {cache_dir: off}\n")
+    with pytest.raises(ConfigError, match=r"data.cache_dir: expected text, got False .* e.g. cache_dir: 'off'"):
+        load_config(path)
+    path.write_text("data: {cache_dir: 'off'}\n")
+    assert load_config(path).data.cache_dir == "off"
+
+
 def test_value_checks():
     with pytest.raises(ConfigError, match="data.dataset must be one of"):
         config_from_dict({}, ["data.dataset=mnist"])

@@ -153,6 +153,10 @@ def _suggest(key: str, choices: typing.Iterable[str]) -> str:
     return f" (did you mean {', '.join(close)}?)" if close else ""
 
 
+#: The words YAML 1.1 reads as booleans besides true and false.
+WORD_BOOLEANS = {"on": True, "yes": True, "off": False, "no": False}
+
+
 def _coerce(value: Any, hint: Any, key: str) -> Any:
     """Check ``value`` against the type ``hint``; ints are accepted for floats. Raises :class:`ConfigError`."""
     origin = typing.get_origin(hint)
@@ -184,6 +188,11 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
             pass
     if hint is type(None) and value is None:
         return None
+    if hint is bool and isinstance(value, str) and value.lower() in WORD_BOOLEANS:
+        return WORD_BOOLEANS[value.lower()]
+    if hint is str and isinstance(value, bool):  # a config file's unquoted off / on / yes / no
+        raise ConfigError(f"{key}: expected text, got {value!r} (YAML reads an unquoted off, on, yes or no as "
+                          f"false or true): quote it, e.g. {key.rpartition('.')[2]}: 'off'")
     if isinstance(hint, type) and isinstance(value, hint) and not (hint is int and isinstance(value, bool)):
         return value
     raise ConfigError(f"{key}: expected {getattr(hint, '__name__', hint)}, got {value!r}")
@@ -219,10 +228,14 @@ def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
 
 
 def parse_override(text: str) -> tuple[str, Any]:
-    """``"train.epochs=5"`` -> ``("train.epochs", 5)``; the value is parsed as YAML (``[24,32]``, ``true``, ...)."""
+    """``"train.epochs=5"`` -> ``("train.epochs", 5)``; the value is parsed as YAML (``[24,32]``, ``true``, ...),
+    except YAML 1.1's word booleans (``off``, ``on``, ``yes``, ``no``), which stay words: a text option reads
+    ``data.cache_dir=off`` as "off", and a yes/no option still reads them as booleans (:func:`_coerce`)."""
     if "=" not in text:
         raise ConfigError(f"override {text!r} is not of the form key=value (e.g. train.epochs=5)")
     key, raw = text.split("=", 1)
+    if raw.strip().lower() in WORD_BOOLEANS:
+        return key.strip(), raw.strip()
     try:
         return key.strip(), yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as err:
