@@ -40,6 +40,9 @@ def test_yaml_word_booleans_are_words_for_text_options_and_booleans_for_yes_no_o
     config = config_from_dict({}, ["data.cache_dir=off", "data.hflip=off"])
     assert config.data.cache_dir == "off" and config.data.hflip is False
     assert config_from_dict({}, ["data.hflip=on"]).data.hflip is True
+    # a PE's options have no declared type: YAML's boolean, as before (relbias's class_bias=off is off)
+    assert config_from_dict({}, ["model.pe=relbias", "model.pe_options.class_bias=off"]).model.pe_options == {
+        "class_bias": False}
     path = tmp_path / "c.yaml"  # a file's unquoted off reaches the loader as false: say to quote it
     path.write_text("data: {cache_dir: off}\n")
     with pytest.raises(ConfigError, match=r"data.cache_dir: expected text, got False .* e.g. cache_dir: 'off'"):

@@ -153,10 +153,6 @@ def _suggest(key: str, choices: typing.Iterable[str]) -> str:
     return f" (did you mean {', '.join(close)}?)" if close else ""
 
 
-#: The words YAML 1.1 reads as booleans besides true and false.
-WORD_BOOLEANS = {"on": True, "yes": True, "off": False, "no": False}
-
-
 def _coerce(value: Any, hint: Any, key: str) -> Any:
     """Check ``value`` against the type ``hint``; ints are accepted for floats. Raises :class:`ConfigError`."""
     origin = typing.get_origin(hint)
@@ -188,8 +184,6 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
             pass
     if hint is type(None) and value is None:
         return None
-    if hint is bool and isinstance(value, str) and value.lower() in WORD_BOOLEANS:
-        return WORD_BOOLEANS[value.lower()]
     if hint is str and isinstance(value, bool):  # a config file's unquoted off / on / yes / no
         raise ConfigError(f"{key}: expected text, got {value!r} (YAML reads an unquoted off, on, yes or no as "
                           f"false or true): quote it, e.g. {key.rpartition('.')[2]}: 'off'")
@@ -228,18 +222,33 @@ def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
 
 
 def parse_override(text: str) -> tuple[str, Any]:
-    """``"train.epochs=5"`` -> ``("train.epochs", 5)``; the value is parsed as YAML (``[24,32]``, ``true``, ...),
-    except YAML 1.1's word booleans (``off``, ``on``, ``yes``, ``no``), which stay words: a text option reads
-    ``data.cache_dir=off`` as "off", and a yes/no option still reads them as booleans (:func:`_coerce`)."""
+    """``"train.epochs=5"`` -> ``("train.epochs", 5)``; the value is parsed as YAML (``[24,32]``, ``true``, ...)."""
     if "=" not in text:
         raise ConfigError(f"override {text!r} is not of the form key=value (e.g. train.epochs=5)")
     key, raw = text.split("=", 1)
-    if raw.strip().lower() in WORD_BOOLEANS:
-        return key.strip(), raw.strip()
     try:
         return key.strip(), yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as err:
         raise ConfigError(f"override {text!r}: cannot parse the value ({err})") from None
+
+
+def _field_hint(dotted: str) -> Any:
+    """The type of the :class:`Config` field at ``dotted`` (``"data.cache_dir"`` -> ``str``); None for no field."""
+    hint: Any = Config
+    for part in dotted.split("."):
+        if not dataclasses.is_dataclass(hint):
+            return None
+        hint = typing.get_type_hints(hint).get(part)
+    return hint
+
+
+def typed_override(text: str) -> tuple[str, Any]:
+    """:func:`parse_override`, where the field's type settles what YAML alone cannot: a text option given a word that
+    YAML 1.1 reads as a boolean (``data.cache_dir=off``) keeps the word; every other value is YAML's."""
+    key, value = parse_override(text)
+    if isinstance(value, bool) and _field_hint(key) is str:
+        value = text.split("=", 1)[1].strip()
+    return key, value
 
 
 def config_from_dict(data: dict[str, Any], overrides: typing.Sequence[str] = (), *, for_training: bool = True,
@@ -251,7 +260,7 @@ def config_from_dict(data: dict[str, Any], overrides: typing.Sequence[str] = (),
     An override of the epochs or sizes of a progressive-resizing schedule adapts the schedule the mapping gives
     (:func:`fit_size_schedule`); what it did is appended to ``notes``, for the run's log."""
     tree = _as_tree(data)
-    parsed = [parse_override(text) for text in overrides]
+    parsed = [typed_override(text) for text in overrides]
     for key, value in parsed:
         _set_dotted(tree, key, value)
     config = _fill(Config, tree)
