@@ -10,7 +10,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Callable
 
-from reports.machines import machine_cpu, machine_letters, thread_counts
+from reports.machines import cpu_legend, machine_letters, thread_counts
 from reports.records import MISSING, SEEDS, markdown, mean_std, per_seed, read_run, resolution_table, sweep
 from reports.transfer import TRANSFER_STAGES, remedies_table, transfer_records, transfer_remedy
 from vitpe.resolution.report import gains_table, paired_gains
@@ -47,10 +47,8 @@ def runs_table(root: Path, study: str, config: str) -> str:
                      mean_std([r.accuracy for r in group]), len(group),
                      " / ".join(f"{r.minutes:.0f}" for r in group), " / ".join(f"{s:.0f}" for s in speeds),
                      " / ".join(f"{letter[r.machines]} ({thread_counts(r.machines)})" for r in group)])
-    cpus = {letter[m]: machine_cpu(m) or "not recorded" for m in letter}  # threads are in the column
-    legend = "; ".join(f"{key}: {cpu}" for key, cpu in sorted(cpus.items()))
     return markdown(["PE", "val. acc. (%) at 64 px, seeds 0 / 1 / 2", "mean ± std", "seeds", "wall (min)",
-                     "train img/s (epochs' mean)", "machine (threads)"], rows) + f"\nMachines: {legend}.\n"
+                     "train img/s (epochs' mean)", "machine (threads)"], rows) + f"\nMachines: {cpu_legend(letter)}.\n"
 
 
 def as_trained(record: dict) -> bool:

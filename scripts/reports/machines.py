@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -31,8 +30,27 @@ def machine_cpu(machines: frozenset[str]) -> str:
 
 def thread_counts(machines: Iterable[str]) -> str:
     """The threads of a run's machine descriptions (e.g. "1 thread, 2 threads"); "not recorded" where none says."""
-    counts = sorted({threads_of(m) for m in machines} - {""}, key=lambda t: [int(n) for n in re.findall(r"\d+", t)])
+    counts = sorted({threads_of(m) for m in machines} - {""}, key=lambda t: (int(t.split()[0]), t))
     return ", ".join(counts) or "not recorded"
+
+
+def cpu_legend(letter: dict[frozenset[str], str]) -> str:
+    """``"B: <CPU>; C: <CPU>"``: each letter of :func:`machine_letters` and its CPU, without thread counts."""
+    return "; ".join(sorted({f"{letter[m]}: {machine_cpu(m) or 'not recorded'}" for m in letter}))
+
+
+def machine_labels(machines: list[frozenset[str]]) -> tuple[dict[frozenset[str], str], str]:
+    """Each machine's label in a table's cells (its letter, with the threads its runs used where the table's runs used
+    several counts: one letter covers a CPU at any count) and the legend under the table; no labels for one machine."""
+    letter = machine_letters(machines)
+    if len(letter) < 2:
+        return {m: "" for m in letter}, ""
+    counts = {m: thread_counts(m) for m in letter}
+    if len(set(counts.values())) == 1:
+        count = next(iter(counts.values()))
+        every = f"; every run {count}" if count != "not recorded" else ""
+        return {m: f" ({letter[m]})" for m in letter}, cpu_legend(letter) + every
+    return {m: f" ({letter[m]}, {counts[m]})" for m in letter}, cpu_legend(letter)
 
 
 def named_machine(letter: dict[frozenset[str], str], machine: frozenset[str], unrecorded: str = "not recorded") -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from reports.loop_anchor import by_machine, mean_minutes
-from reports.machines import machine_cpu, machine_letters, thread_counts
+from reports.machines import machine_labels
 from reports.records import Run, SEEDS, markdown, mean_std, read_run, resolution_table, sweep, with_sign
 
 
@@ -71,21 +71,6 @@ def gains_at(cells: dict[tuple[str, int], dict[int, float]], mode: str, trained_
     at_trained, at_tested = cells[("interpolate", trained_px)], cells.get((mode, tested_px), {})
     seeds = [s for s in at_tested if s in at_trained]
     return [at_tested[s] - at_trained[s] for s in seeds], [at_tested[s] for s in seeds]
-
-
-def machine_labels(machines: list[frozenset[str]]) -> tuple[dict[frozenset[str], str], str]:
-    """Each machine's label in a table's cells (its letter, with the threads its runs used where the table's runs used
-    several counts: one letter covers a CPU at any count) and the legend under the table; no labels for one machine."""
-    letter = machine_letters(machines)
-    if len(letter) < 2:
-        return {m: "" for m in letter}, ""
-    counts = {m: thread_counts(m) for m in letter}
-    cpus = "; ".join(sorted({f"{letter[m]}: {machine_cpu(m) or 'not recorded'}" for m in letter}))
-
-    if len(set(counts.values())) == 1:
-        count = next(iter(counts.values()))
-        return {m: f" ({letter[m]})" for m in letter}, cpus + (f"; every run {count}" if count != "not recorded" else "")
-    return {m: f" ({letter[m]}, {counts[m]})" for m in letter}, cpus
 
 
 def remedies_table(records: TransferRecords, trained_px: int, tested_px: int) -> str:
