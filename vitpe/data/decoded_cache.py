@@ -71,15 +71,14 @@ def describe_change(old: Fingerprint, new: Fingerprint) -> str:
     return f"{added} files added, {removed} removed, {changed} changed"
 
 
-def same_contents(entry: dict, folder: Path, prints: Fingerprint) -> bool:
-    """Whether the files of ``prints`` are those ``entry`` was decoded from although some modification times differ:
-    the same paths and sizes, and the files whose time changed hash as they did."""
-    saved = [tuple(row) for row in entry["fingerprint"]]
+def same_contents(saved: Fingerprint, digests: list[str], folder: Path, prints: Fingerprint) -> bool:
+    """Whether the files of ``prints`` are those of a cache's ``saved`` fingerprint and ``digests`` although some
+    modification times differ: the same paths and sizes, and the files whose time changed hash as they did."""
     if [row[:2] for row in saved] != [row[:2] for row in prints]:
         return False
     touched = [i for i, (old, new) in enumerate(zip(saved, prints)) if old != new]
-    digests = file_digests(folder, [prints[i][0] for i in touched])
-    return all(digest and entry["digests"][i] == digest for i, digest in zip(touched, digests))
+    now = file_digests(folder, [prints[i][0] for i in touched])
+    return all(digest and digests[i] == digest for i, digest in zip(touched, now))
 
 
 def write_cache(path: Path, entry: dict) -> None:
@@ -108,7 +107,7 @@ def load_or_decode(path: Path, folder: Path, prints: Fingerprint, decode: Callab
             saved = [tuple(row) for row in entry["fingerprint"]]
             if saved == prints:
                 return entry
-            if same_contents(entry, folder, prints):  # only the times moved: keep it, with the times of now
+            if same_contents(saved, entry["digests"], folder, prints):  # only the times moved: keep it, times updated
                 entry["fingerprint"] = [list(row) for row in prints]
                 write_cache(path, entry)
                 return entry
