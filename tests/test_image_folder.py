@@ -61,6 +61,13 @@ def test_images_come_in_one_fixed_shuffled_order_so_the_first_n_cover_the_classe
     assert sorted(first.labels.tolist()) == [0] * 6 + [1] * 6 + [2] * 6
 
 
+def must_not_run(what: str):
+    """A stand-in for a function that the test expects not to be called: calling it fails the test with ``what``."""
+    def fail(*args, **kwargs):
+        raise AssertionError(what)
+    return fail
+
+
 def test_the_decoded_cache_is_reused_and_replaced_when_the_files_change(tmp_path, monkeypatch, capsys):
     folder = fake_imagenette(tmp_path, n=2)
     cache = tmp_path / "cache"
@@ -68,11 +75,8 @@ def test_the_decoded_cache_is_reused_and_replaced_when_the_files_change(tmp_path
     (written,) = cache.iterdir()
     assert written.suffix == ".pt" and not [p for p in cache.iterdir() if p.name.startswith(".")]
 
-    def no_decoding(*args, **kwargs):
-        raise AssertionError("decoded although the cache was fresh")
-
     with monkeypatch.context() as patch:
-        patch.setattr(image_folder_module, "decode_square", no_decoding)
+        patch.setattr(image_folder_module, "decode_square", must_not_run("decoded although the cache was fresh"))
         cached = load_imagenette(tmp_path, "train", 8, cache_dir=str(cache))
     assert torch.equal(cached.images, first.images) and capsys.readouterr().err == ""
 
@@ -96,16 +100,13 @@ def test_a_cache_outlives_a_copy_that_changes_only_the_files_times(tmp_path, mon
     for i, photo in enumerate(photos):  # as a fresh copy of the folder leaves them: every time new, contents the same
         os.utime(photo, ns=(10**18 + i, 10**18 + i))
 
-    def no_decoding(*args, **kwargs):
-        raise AssertionError("decoded although only the times changed")
-
     with monkeypatch.context() as patch:
-        patch.setattr(image_folder_module, "decode_square", no_decoding)
+        patch.setattr(image_folder_module, "decode_square", must_not_run("decoded although only the times changed"))
         again = load_imagenette(tmp_path, "train", 8, cache_dir=str(cache))
         assert torch.equal(again.images, first.images) and capsys.readouterr().err == ""
-        patch.setattr(decoded_cache, "file_digests", no_decoding)  # the cache now has the new times: no hashing
+        # the cache now has the new times: no hashing either
+        patch.setattr(decoded_cache, "file_digests", must_not_run("hashed although the times were those of the cache"))
         load_imagenette(tmp_path, "train", 8, cache_dir=str(cache))
-
 
 
 def test_a_file_of_the_same_size_and_new_contents_makes_the_cache_stale(tmp_path, capsys):

@@ -290,26 +290,37 @@ def test_transfer_goal_needs_three_seeds_and_names_the_largest_gains_until_then(
         "Met by `rope_mixed` trained with `crop`, yarn: +4.3 (3 seeds; 55.3% at 32 px).")
 
 
+def _transfer_study(base: Path, pe: str, runs: tuple[tuple[str, float, str], ...]) -> list[dict]:
+    """scripts/transfer.sh's records under ``base`` of ``runs`` (name, minutes, machine) of ``pe``, each trained at
+    16 px (50%) and tested at 32 px (54%); the sweep's records are returned."""
+    records = []
+    for run, minutes, machine in runs:
+        _recipe_run(base / "trained", run, pe, minutes, 0.5, machine)
+        records += [{"run": run, "pe": pe, "resolution": px, "pe_resize": "interpolate", "accuracy": acc}
+                    for px, acc in ((16, 0.5), (32, 0.54))]
+    _write_sweep(base, records)
+    return records
+
+
+def _write_sweep(base: Path, records: list[dict]) -> None:
+    (base / "resolution").mkdir(exist_ok=True)
+    (base / "resolution/resolution.json").write_text(json.dumps(records))
+
+
 def test_transfer_training_minutes_are_given_per_machine_when_runs_ran_on_several(tmp_path):
     sys.path.insert(0, str(ROOT / "scripts"))
     from reports.transfer import transfer_remedies
 
     base = tmp_path / "results/transfer"
-    records = []
-    for run, minutes, machine in (("sincos_s0", 8, "slow"), ("sincos_s1", 6, "fast"), ("sincos_s2", 7, "slow")):
-        _recipe_run(base / "trained", run, "sincos", minutes, 0.5, machine)
-        records += [{"run": run, "pe": "sincos", "resolution": px, "pe_resize": "interpolate", "accuracy": acc}
-                    for px, acc in ((16, 0.5), (32, 0.54))]
-    (base / "resolution").mkdir()
-    (base / "resolution/resolution.json").write_text(json.dumps(records))
+    records = _transfer_study(base, "sincos", (("sincos_s0", 8, "slow"), ("sincos_s1", 6, "fast"),
+                                               ("sincos_s2", 7, "slow")))
     table = transfer_remedies(tmp_path)
     row = next(line for line in table.splitlines() if line.startswith("| `sincos`"))
     # each machine's mean, never one mean across machines (unnamed CPUs: after the named A-D)
     assert row.endswith("| 6.0 (E) / 7.5 (F) |")
     assert "Training minutes by machine: E: fast; F: slow." in table
     shutil.rmtree(base / "trained/sincos_s1")  # one machine: no letters
-    records = [r for r in records if r["run"] != "sincos_s1"]
-    (base / "resolution/resolution.json").write_text(json.dumps(records))
+    _write_sweep(base, [r for r in records if r["run"] != "sincos_s1"])
     table = transfer_remedies(tmp_path)
     assert "| 7.5 |" in table and "by machine" not in table
 
@@ -319,14 +330,8 @@ def test_transfer_training_minutes_say_the_threads_where_one_cpu_ran_runs_at_sev
     from reports.transfer import transfer_remedies
 
     base = tmp_path / "results/transfer"
-    records = []
-    for run, minutes, machine in (("cpb_s0", 8, "cpu X, 1 thread"), ("cpb_s1", 5, "cpu X, 2 threads"),
-                                  ("cpb_s2", 10, "cpu X, 1 thread")):
-        _recipe_run(base / "trained", run, "cpb", minutes, 0.5, machine)
-        records += [{"run": run, "pe": "cpb", "resolution": px, "pe_resize": "interpolate", "accuracy": acc}
-                    for px, acc in ((16, 0.5), (32, 0.54))]
-    (base / "resolution").mkdir()
-    (base / "resolution/resolution.json").write_text(json.dumps(records))
+    records = _transfer_study(base, "cpb", (("cpb_s0", 8, "cpu X, 1 thread"), ("cpb_s1", 5, "cpu X, 2 threads"),
+                                            ("cpb_s2", 10, "cpu X, 1 thread")))
     table = transfer_remedies(tmp_path)
     row = next(line for line in table.splitlines() if line.startswith("| `cpb`"))
     # one letter for the CPU, told apart by the threads: a 2-thread run is never averaged with 1-thread ones
@@ -335,7 +340,7 @@ def test_transfer_training_minutes_say_the_threads_where_one_cpu_ran_runs_at_sev
     for run in ("cpb_s0", "cpb_s2"):  # every run on one CPU with one count: the count said once, under the table
         shutil.rmtree(base / "trained" / run)
     _recipe_run(base / "trained", "cpb_s0", "cpb", 8, 0.5, "cpu Y, 2 threads")
-    (base / "resolution/resolution.json").write_text(json.dumps([r for r in records if r["run"] != "cpb_s2"]))
+    _write_sweep(base, [r for r in records if r["run"] != "cpb_s2"])
     table = transfer_remedies(tmp_path)
     assert "| 5.0 (E) / 8.0 (F) |" in table
     assert "Training minutes by machine: E: cpu X; F: cpu Y; every run 2 threads." in table
