@@ -46,7 +46,7 @@ def runs_table(root: Path, study: str, config: str) -> str:
         rows.append([f"`{pe}`", per_seed({r.seed: r.accuracy for r in group}, SEEDS),
                      mean_std([r.accuracy for r in group]), len(group),
                      " / ".join(f"{r.minutes:.0f}" for r in group), " / ".join(f"{s:.0f}" for s in speeds),
-                     " / ".join(f"{letter[r.machines]} ({thread_counts(r.machines)})" for r in group)])
+                     " / ".join(f"{letter[r.machines]} ({thread_counts(r.machines, unit=False)})" for r in group)])
     return markdown(["PE", "val. acc. (%) at 64 px, seeds 0 / 1 / 2", "mean ± std", "seeds", "wall (min)",
                      "train img/s (epochs' mean)", "machine (threads)"], rows) + f"\nMachines: {cpu_legend(letter)}.\n"
 

@@ -28,10 +28,11 @@ def machine_cpu(machines: frozenset[str]) -> str:
     return " + ".join(sorted(set(map(cpu_of, machines))))  # one CPU at several thread counts is one CPU
 
 
-def thread_counts(machines: Iterable[str]) -> str:
-    """The threads of a run's machine descriptions (e.g. "1 thread, 2 threads"); "not recorded" where none says."""
+def thread_counts(machines: Iterable[str], *, unit: bool = True) -> str:
+    """The threads of a run's machine descriptions (e.g. "1 thread, 2 threads"; ``unit=False``: "1, 2", for a column
+    whose header says threads); "not recorded" where none says."""
     counts = sorted({threads_of(m) for m in machines} - {""}, key=lambda t: (int(t.split()[0]), t))
-    return ", ".join(counts) or "not recorded"
+    return ", ".join(count if unit else count.split()[0] for count in counts) or "not recorded"
 
 
 def cpu_legend(letter: dict[frozenset[str], str]) -> str:
