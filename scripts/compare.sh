@@ -64,6 +64,7 @@ evaluate=("$PYTHON" eval.py --resolutions "${RESOLUTIONS:-16,24,32,40,48,64}" --
           --out "$runs/resolution" ${EVAL_LIMIT:+--limit "$EVAL_LIMIT"})
 # One run per lane first (each run's records are cached in resolution/runs/), then one call that only gathers them
 # into the combined table and plots.
+reuse_kept_sweep "$runs/resolution"
 printf '%s\n' "${single[@]}" "${multi[@]}" | evaluate_each "${evaluate[@]}"
 "${evaluate[@]}" "${single[@]}" "${multi[@]}"
 keep_sweep "$runs/resolution"

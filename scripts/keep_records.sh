@@ -1,7 +1,8 @@
 # What of a run is worth committing, kept where it survives the machine (sourced by the experiment scripts).
 #   RECORDS=DIR    each finished run's config, metrics and init record (not its checkpoints) are copied to
 #                  DIR/<the run's path below RUNS> as soon as it finishes, and a sweep's records when it is written;
-#                  RUNS is the experiment's runs folder (the scripts export it). Unset: nothing is copied.
+#                  RUNS is the experiment's runs folder (the scripts export it); a sweep first takes back the
+#                  evaluations kept there (reuse_kept_sweep). Unset: nothing is copied.
 # A run folder lives on one machine's disk; with RECORDS=results/<experiment>, a long experiment spread over machines
 # leaves every finished run in the repository, ready to commit, however it ends.
 
@@ -25,6 +26,20 @@ keep_records() {  # keep_records RUN_DIR: a finished training's records
   mkdir -p "$dest"
   for file in config.yaml config.json metrics.jsonl init.json; do
     if [ -f "$1/$file" ]; then cp "$1/$file" "$dest/"; fi
+  done
+}
+
+reuse_kept_sweep() {  # reuse_kept_sweep OUT_DIR: the kept per-run records of a sweep put back in OUT_DIR/runs/
+  # (entries already there win), where eval.py looks for finished evaluations. eval.py reuses an entry only for the
+  # same weights, config and settings, so on a fresh machine a run retrained to its committed weights (same config
+  # and seed on a CPU) is not evaluated again, and anything else is.
+  [ -n "${RECORDS:-}" ] || return 0
+  local kept file
+  kept=$(kept_path "$1")/runs
+  [ -d "$kept" ] || return 0
+  mkdir -p "$1/runs"
+  for file in "$kept"/*.json; do
+    if [ -f "$file" ] && [ ! -e "$1/runs/${file##*/}" ]; then cp "$file" "$1/runs/"; fi
   done
 }
 

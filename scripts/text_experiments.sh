@@ -47,6 +47,7 @@ reports=()
 if [ ${#length_pes[@]} -gt 0 ]; then
   for task in order adjacent; do
     task_runs=($(train_seeds "$task" "configs/$task.yaml" "${length_pes[@]}"))
+    reuse_kept_sweep "$runs/length_$task"
     logged "$runs/length_$task.log" "$PYTHON" eval.py "${task_runs[@]}" --lengths 16,32,64,128 \
       --pe-resize interpolate,extrapolate --out "$runs/length_$task"
     keep_sweep "$runs/length_$task"

@@ -96,6 +96,7 @@ if [[ $stages == *" evaluate "* ]]; then
   done
   evaluate=("$PYTHON" eval.py --resolutions "${RESOLUTIONS:-16,20,24,28,32,40,48}"
             --pe-resize interpolate,extrapolate,ntk,yarn --out "$runs/resolution" --limit "${EVAL_LIMIT:-2000}")
+  reuse_kept_sweep "$runs/resolution"
   printf '%s\n' "${existing[@]}" | evaluate_each "${evaluate[@]}"
   "${evaluate[@]}" "${existing[@]}"
   keep_sweep "$runs/resolution"

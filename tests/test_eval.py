@@ -1,6 +1,8 @@
 """eval.py end to end on tiny checkpoints trained here (synthetic data)."""
 
+import copy
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -8,9 +10,9 @@ import torch
 
 import eval as eval_cli
 import train
-from vitpe.loading.checkpoint import model_from_checkpoint
+from vitpe.loading.checkpoint import evaluation_fingerprint, model_from_checkpoint
 from vitpe.resolution import parse_resolutions
-from vitpe.resolution.sweep import batch_size_for
+from vitpe.resolution.sweep import batch_size_for, file_sha256
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
@@ -104,6 +106,78 @@ def test_rerun_reuses_cached_records_and_notices_new_weights(runs, tmp_path, mon
     (tmp_path / "runs" / "rope-s0.json").write_text("{not json")
     assert _eval(runs, tmp_path, "--limit", "64") == 0
     assert evaluated == ["rope-s0"]
+
+
+def _count_evaluations(monkeypatch) -> list[str]:
+    """The names of the runs eval.py evaluates from now on (cache hits are not)."""
+    import vitpe.resolution.sweep as sweep
+
+    evaluated, real = [], sweep.evaluate_run
+    monkeypatch.setattr(sweep, "evaluate_run", lambda run, *a, **k: evaluated.append(run.name) or real(run, *a, **k))
+    return evaluated
+
+
+def test_a_run_retrained_to_the_same_weights_is_not_evaluated_again(runs, tmp_path, monkeypatch):
+    """The cache is keyed by what evaluation reads, not by the checkpoint's bytes, which hold the wall time: a run
+    retrained to the same weights elsewhere reuses its records; one weight changed by one float step does not."""
+    copied = tmp_path / "runs"
+    for name in ("learnable-s0", "learnable-s1", "rope-s0"):
+        shutil.copytree(runs / name, copied / name)
+    assert _eval(copied, tmp_path / "out") == 0
+    first = (tmp_path / "out" / "resolution.json").read_text()
+    file = copied / "rope-s0" / "checkpoint.pt"
+    ckpt = torch.load(file, weights_only=True)
+    ckpt["train_state"]["elapsed_s"] += 100.0
+    ckpt["config"]["out_dir"] = "somewhere/else"
+    torch.save(ckpt, file)
+    evaluated = _count_evaluations(monkeypatch)
+    assert _eval(copied, tmp_path / "out") == 0
+    assert evaluated == [] and (tmp_path / "out" / "resolution.json").read_text() == first
+    name, weight = next((k, v) for k, v in ckpt["model"].items() if v.is_floating_point())
+    ckpt["model"][name] = weight.clone().view(-1).index_put_(  # its first element one float step up: (n,) -> shape
+        (torch.tensor([0]),), torch.nextafter(weight.view(-1)[:1], torch.tensor(float("inf")))).view(weight.shape)
+    torch.save(ckpt, file)
+    assert _eval(copied, tmp_path / "out") == 0 and evaluated == ["rope-s0"]
+
+
+def test_records_cached_under_the_checkpoint_files_sha_still_count_for_that_file(runs, tmp_path, monkeypatch):
+    """Entries written before the cache read the weights carry the checkpoint file's SHA-256: still good for that
+    very file, and only for it."""
+    assert _eval(runs, tmp_path) == 0
+    entry = tmp_path / "runs" / "rope-s0.json"
+    cached = json.loads(entry.read_text())
+    evaluated = _count_evaluations(monkeypatch)
+    for fingerprint, expected in ((file_sha256(runs / "rope-s0" / "checkpoint.pt"), []),
+                                  (file_sha256(runs / "learnable-s0" / "checkpoint.pt"), ["rope-s0"])):
+        cached["settings"]["fingerprint"] = fingerprint
+        entry.write_text(json.dumps(cached))
+        assert _eval(runs, tmp_path) == 0 and evaluated == expected
+
+
+def test_the_evaluation_fingerprint_reads_every_weight_and_nothing_only_training_reads():
+    ckpt = {"config": {"model": {"pe": "cpb"}, "train": {"seed": 0}, "out_dir": "runs/a"},
+            "model": {"w": torch.zeros(3, dtype=torch.bfloat16), "bn.num_batches_tracked": torch.tensor(7)},
+            "ema": None, "classes": ["cat", "dog"], "normalization": {"mean": [0.5], "std": [0.25]},
+            "optimizer": {"state": {0: {"step": torch.tensor(3.0)}}}, "scheduler": {"last": 1},
+            "train_state": {"epoch": 3, "elapsed_s": 12.5}}
+    base = evaluation_fingerprint(ckpt)
+
+    def changed(edit) -> str:
+        edited = copy.deepcopy(ckpt)
+        edit(edited)
+        return evaluation_fingerprint(edited)
+
+    for training_only in (lambda c: c["train_state"].update(elapsed_s=99.0), lambda c: c["optimizer"].clear(),
+                          lambda c: c["scheduler"].update(last=2), lambda c: c["config"].update(out_dir="b")):
+        assert changed(training_only) == base
+    for read_by_evaluation in (lambda c: c["model"]["w"].__setitem__(0, -0.0),  # one bit of one bf16 weight
+                               lambda c: c["model"]["bn.num_batches_tracked"].add_(1),
+                               lambda c: c["model"].update(w=c["model"]["w"].float()),  # same values, other dtype
+                               lambda c: c["model"].update(w=c["model"]["w"].view(1, 3)),
+                               lambda c: c.update(ema={"w": torch.ones(3)}), lambda c: c["classes"].reverse(),
+                               lambda c: c["normalization"].update(std=[0.5]),
+                               lambda c: c["config"]["model"].update(pe="rope_mixed")):
+        assert changed(read_by_evaluation) != base
 
 
 def test_evaluation_batches_shrink_with_resolution():

@@ -5,6 +5,7 @@ import importlib.util
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -261,6 +262,31 @@ def test_keep_sweep_joins_each_sweep_to_the_kept_one(tmp_path):
     assert sorted(p.name for p in (kept / "runs").iterdir()) == ["cpb_s0.json", "cpb_s1.json", "cpb_s2.json"]
 
 
+def test_a_sweep_takes_back_the_kept_evaluations_without_replacing_its_own(tmp_path):
+    """On a fresh machine the kept per-run records go back where eval.py looks for finished evaluations (it reuses
+    one only for the same weights and settings); an entry the machine already has is left as it is."""
+    kept, sweep = tmp_path / "kept" / "resolution" / "runs", tmp_path / "runs" / "resolution"
+    kept.mkdir(parents=True)
+    for name in ("cpb_s0", "cpb_s1"):
+        (kept / f"{name}.json").write_text(f"kept {name}")
+    (sweep / "runs").mkdir(parents=True)
+    (sweep / "runs" / "cpb_s1.json").write_text("evaluated here")
+
+    def reuse(records: str | None) -> subprocess.CompletedProcess:
+        env = {**os.environ, "RUNS": str(tmp_path / "runs")}
+        env.pop("RECORDS", None)
+        return subprocess.run(["bash", "-c", f"source scripts/keep_records.sh && reuse_kept_sweep {sweep}"], cwd=ROOT,
+                              env={**env, **({"RECORDS": records} if records else {})}, capture_output=True, text=True)
+
+    assert reuse(None).returncode == 0 and sorted(p.name for p in (sweep / "runs").iterdir()) == ["cpb_s1.json"]
+    done = reuse(str(tmp_path / "kept"))
+    assert done.returncode == 0, done.stderr
+    assert {p.name: p.read_text() for p in (sweep / "runs").iterdir()} == {"cpb_s0.json": "kept cpb_s0",
+                                                                           "cpb_s1.json": "evaluated here"}
+    shutil.rmtree(tmp_path / "kept")  # nothing kept yet: nothing to take back, and no error
+    assert reuse(str(tmp_path / "kept")).returncode == 0
+
+
 def test_a_run_counts_as_finished_only_with_a_checkpoint_and_every_epochs_metrics(tmp_path):
     """What the experiment scripts evaluate and skip: a run still training (or stopped part-way) is not finished."""
     run = tmp_path / "cpb_s0"
@@ -408,6 +434,17 @@ def test_transfer_script_trains_augments_fine_tunes_and_evaluates_in_every_mode(
                        "--out", str(rebuilt))[0] == 0
     assert sorted(json.dumps(r, sort_keys=True) for r in json.loads((rebuilt / "resolution.json").read_text())) == \
         sorted(json.dumps(r, sort_keys=True) for r in json.loads((kept / "resolution/resolution.json").read_text()))
+    # a fresh machine's sweep (no resolution/ yet) reads the kept evaluations back for the same weights: the kept
+    # record, edited here to tell it apart, is what the new sweep shows, and no run is evaluated again
+    shutil.rmtree(runs / "resolution")
+    entry = kept / "resolution/runs/rope_axial_s0.json"
+    cached = json.loads(entry.read_text())
+    entry.write_text(json.dumps({**cached, "records": [{**r, "accuracy": 0.125} for r in cached["records"]]}))
+    again = subprocess.run(["bash", "scripts/transfer.sh", str(runs)], cwd=ROOT, env={**env, "STAGES": "evaluate"},
+                           capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-2000:]
+    swept = json.loads((runs / "resolution" / "resolution.json").read_text())
+    assert {r["accuracy"] for r in swept if r["run"] == "rope_axial_s0"} == {0.125}
     bad = subprocess.run(["bash", "scripts/transfer.sh", str(tmp_path / "bad")], cwd=ROOT, capture_output=True,
                          text=True, env={**env, "AUGS": "big=scale=3"})
     assert bad.returncode == 2 and "AUGS: 'big=scale=3' is not name=option=value" in bad.stderr

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,9 @@ from vitpe.models.from_config import build_model
 
 #: What every checkpoint vitpe writes says about its layout (read back by :func:`upgrade_checkpoint`).
 LAYOUT_ENTRIES = {CHECKPOINT_KEY: LAYOUT}
+
+#: Entries only training reads back (optimizer moments, the schedule, the epoch, the wall time): evaluation does not.
+TRAINING_ONLY = ("optimizer", "scheduler", "train_state")
 
 
 class CheckpointError(RuntimeError):
@@ -64,6 +69,38 @@ def build_from_checkpoint(ckpt: dict[str, Any], use_ema: bool = False) -> torch.
     ckpt = upgrade_checkpoint(ckpt, model)  # a RoPE model saved before the interleaved pairs: rows reordered
     model.load_state_dict(ckpt["ema"] if use_ema and ckpt.get("ema") is not None else ckpt["model"])
     return model
+
+
+def evaluation_fingerprint(ckpt: dict[str, Any]) -> str:
+    """SHA-256 of what evaluating ``ckpt`` reads: its config (less ``out_dir``), weights, EMA weights, classes,
+    normalisation and layout -- not :data:`TRAINING_ONLY`. A run retrained to the same weights (same config and seed
+    on a CPU) has the same fingerprint although its file differs (the wall time is saved with it)."""
+    digest = hashlib.sha256()
+    kept = {key: value for key, value in ckpt.items() if key not in TRAINING_ONLY}
+    kept["config"] = {key: value for key, value in ckpt["config"].items() if key != "out_dir"}
+    _digest_value(kept, digest)
+    return digest.hexdigest()
+
+
+def _digest_value(value: Any, digest: "hashlib._Hash") -> None:
+    """Feed ``value`` (nested dicts and lists of tensors and JSON values) to ``digest``, keys in sorted order."""
+    if isinstance(value, torch.Tensor):
+        flat = value.detach().cpu().contiguous().reshape(-1)  # 0-d tensors too: (n,) bytes
+        digest.update(f"tensor {value.dtype} {tuple(value.shape)}:".encode())
+        digest.update(flat.view(torch.uint8).numpy().tobytes())
+    elif isinstance(value, dict):
+        digest.update(b"{")
+        for key in sorted(value, key=str):
+            digest.update(json.dumps(str(key)).encode() + b":")
+            _digest_value(value[key], digest)
+        digest.update(b"}")
+    elif isinstance(value, (list, tuple)):
+        digest.update(b"[")
+        for item in value:
+            _digest_value(item, digest)
+        digest.update(b"]")
+    else:
+        digest.update(json.dumps(value, sort_keys=True, default=repr).encode() + b",")
 
 
 def model_from_checkpoint(path: str | os.PathLike, use_ema: bool = True) -> tuple[torch.nn.Module, dict[str, Any]]:

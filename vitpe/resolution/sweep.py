@@ -19,7 +19,7 @@ from vitpe.data import BatchLoader, ImageSet
 from vitpe.data.from_config import load_image_split
 from vitpe.data.loader import ShardedBatches
 from vitpe.engine.loop import evaluate
-from vitpe.loading.checkpoint import CheckpointError, build_from_checkpoint, load_checkpoint
+from vitpe.loading.checkpoint import CheckpointError, build_from_checkpoint, evaluation_fingerprint, load_checkpoint
 from vitpe.pe import ResizeError
 from vitpe.pe.grid import check_resize_mode
 
@@ -84,8 +84,9 @@ class Run:
     ckpt: dict[str, Any]
 
     def fingerprint(self) -> str:
-        """SHA-256 of the checkpoint file: cached results are reused only for the very same weights."""
-        return file_sha256(self.checkpoint)
+        """SHA-256 of what evaluation reads from the checkpoint (:func:`evaluation_fingerprint`): cached results are
+        reused for the very same weights and config, also those of a run retrained to them."""
+        return evaluation_fingerprint(self.ckpt)
 
     @property
     def config(self):
@@ -221,7 +222,7 @@ def cached_records(run: Run, cache_dir: str | Path, settings: dict[str, Any], co
     if path.is_file():
         try:
             cached = json.loads(path.read_text())
-            if cached.get("settings") == settings:
+            if cached.get("settings") == settings or _keyed_by_file(cached["settings"], settings, run):
                 if progress is not None:
                     progress.update(len(cached["records"]))
                 return cached["records"]
@@ -231,6 +232,13 @@ def cached_records(run: Run, cache_dir: str | Path, settings: dict[str, Any], co
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(json.dumps({"settings": settings, "records": records}), path)
     return records
+
+
+def _keyed_by_file(cached: dict[str, Any], settings: dict[str, Any], run: Any) -> bool:
+    """An entry written before the cache was keyed by :func:`evaluation_fingerprint` holds the SHA-256 of the
+    checkpoint file instead: still good for that very file."""
+    return (isinstance(run, Run) and {**cached, "fingerprint": None} == {**settings, "fingerprint": None}
+            and cached["fingerprint"] == file_sha256(run.checkpoint))
 
 
 def cached_evaluate_run(run: Run, cache_dir: str | Path, sizes: list[Size], modes: list[str], **kwargs: Any
