@@ -87,27 +87,6 @@ def test_results_are_deterministic(runs, tmp_path):
     assert (tmp_path / "a" / "resolution.json").read_text() == (tmp_path / "b" / "resolution.json").read_text()
 
 
-def test_rerun_reuses_cached_records_and_notices_new_weights(runs, tmp_path, monkeypatch):
-    import vitpe.resolution.sweep as sweep
-
-    assert _eval(runs, tmp_path) == 0
-    first = (tmp_path / "resolution.json").read_text()
-    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["learnable-s0.json", "learnable-s1.json",
-                                                                   "rope-s0.json"]
-    evaluated = []
-    real = sweep.evaluate_run
-    monkeypatch.setattr(sweep, "evaluate_run", lambda run, *a, **k: evaluated.append(run.name) or real(run, *a, **k))
-    assert _eval(runs, tmp_path) == 0
-    assert evaluated == [] and (tmp_path / "resolution.json").read_text() == first
-    # other settings (here: --limit) or a changed checkpoint are evaluated again
-    assert _eval(runs, tmp_path, "--limit", "64") == 0
-    assert evaluated == ["learnable-s0", "learnable-s1", "rope-s0"]
-    evaluated.clear()
-    (tmp_path / "runs" / "rope-s0.json").write_text("{not json")
-    assert _eval(runs, tmp_path, "--limit", "64") == 0
-    assert evaluated == ["rope-s0"]
-
-
 def _count_evaluations(monkeypatch) -> list[str]:
     """The names of the runs eval.py evaluates from now on (cache hits are not)."""
     import vitpe.resolution.sweep as sweep
@@ -115,6 +94,23 @@ def _count_evaluations(monkeypatch) -> list[str]:
     evaluated, real = [], sweep.evaluate_run
     monkeypatch.setattr(sweep, "evaluate_run", lambda run, *a, **k: evaluated.append(run.name) or real(run, *a, **k))
     return evaluated
+
+
+def test_rerun_reuses_cached_records_and_evaluates_again_for_other_settings(runs, tmp_path, monkeypatch):
+    assert _eval(runs, tmp_path) == 0
+    first = (tmp_path / "resolution.json").read_text()
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["learnable-s0.json", "learnable-s1.json",
+                                                                   "rope-s0.json"]
+    evaluated = _count_evaluations(monkeypatch)
+    assert _eval(runs, tmp_path) == 0
+    assert evaluated == [] and (tmp_path / "resolution.json").read_text() == first
+    # other settings (here: --limit) or an unreadable entry are evaluated again (other weights: the test below)
+    assert _eval(runs, tmp_path, "--limit", "64") == 0
+    assert evaluated == ["learnable-s0", "learnable-s1", "rope-s0"]
+    evaluated.clear()
+    (tmp_path / "runs" / "rope-s0.json").write_text("{not json")
+    assert _eval(runs, tmp_path, "--limit", "64") == 0
+    assert evaluated == ["rope-s0"]
 
 
 def test_a_run_retrained_to_the_same_weights_is_not_evaluated_again(runs, tmp_path, monkeypatch):
