@@ -43,14 +43,29 @@ reuse_kept_sweep() {  # reuse_kept_sweep OUT_DIR: the kept per-run records of a 
   done
 }
 
-keep_sweep() {  # keep_sweep OUT_DIR: an eval.py sweep's per-run records (OUT_DIR/runs/*.json) and tables
+sweep_runs() {  # sweep_runs OUT_DIR: the record-file names (eval.py's, "/" as "_") of the runs in OUT_DIR's sweep
+  local sweep
+  for sweep in "$1/resolution.json" "$1/length.json"; do
+    if [ -f "$sweep" ]; then
+      "${PYTHON:-python}" -c 'import json, sys
+print("\n".join(sorted({r["run"].replace("/", "_") for r in json.load(open(sys.argv[1]))})))' "$sweep"
+    fi
+  done
+}
+
+keep_sweep() {  # keep_sweep OUT_DIR: an eval.py sweep's per-run records (OUT_DIR/runs/<run>.json) and tables
   [ -n "${RECORDS:-}" ] || return 0
-  local dest
+  local dest file name
   dest=$(kept_path "$1")
   mkdir -p "$dest/runs"
-  for file in "$1"/length.* "$1"/runs/*.json; do  # a pattern that matched nothing stays as written
+  for file in "$1"/length.*; do  # a pattern that matched nothing stays as written
     if [ -f "$file" ]; then cp "$file" "$dest/${file#"$1"/}"; fi
   done
+  # the records of the runs this sweep holds, not every entry of OUT_DIR/runs/: an entry left there by an earlier
+  # sweep (a run retrained since, say) does not replace the one kept for it
+  while IFS= read -r name; do
+    if [ -f "$1/runs/$name.json" ]; then cp "$1/runs/$name.json" "$dest/runs/"; fi
+  done < <(sweep_runs "$1")
   # a resolution sweep joins the one kept before (a run evaluated again replaces its records), so that rerunning an
   # experiment for a few runs leaves every run in the kept tables, not only those few
   if [ -f "$1/resolution.json" ]; then

@@ -252,6 +252,9 @@ def test_keep_sweep_joins_each_sweep_to_the_kept_one(tmp_path):
         (sweep / "resolution.json").write_text(json.dumps(_records(runs)))
         for run, acc in runs.items():
             (sweep / "runs" / f"{run}.json").write_text(json.dumps({"records": _records({run: acc})}))
+        if "cpb_s0" not in runs:  # an entry an earlier sweep left in runs/ (its run retrained since): not this
+            # sweep's, so not kept over the record kept for it
+            (sweep / "runs" / "cpb_s0.json").write_text(json.dumps({"records": _records({"cpb_s0": 0.1})}))
         done = subprocess.run(["bash", "-c", f"source scripts/keep_records.sh && keep_sweep {sweep}"], cwd=ROOT,
                               env={**os.environ, "PYTHON": sys.executable, "RECORDS": str(tmp_path / "kept"),
                                    "RUNS": str(tmp_path / "runs" / name)}, capture_output=True, text=True)
@@ -260,6 +263,8 @@ def test_keep_sweep_joins_each_sweep_to_the_kept_one(tmp_path):
     assert {r["run"]: r["accuracy"] for r in json.loads((kept / "resolution.json").read_text())} == \
         {"cpb_s0": 0.5, "cpb_s1": 0.7, "cpb_s2": 0.8}
     assert sorted(p.name for p in (kept / "runs").iterdir()) == ["cpb_s0.json", "cpb_s1.json", "cpb_s2.json"]
+    assert {p.stem: json.loads(p.read_text())["records"][0]["accuracy"] for p in (kept / "runs").iterdir()} == \
+        {"cpb_s0": 0.5, "cpb_s1": 0.7, "cpb_s2": 0.8}
 
 
 def test_a_sweep_takes_back_the_kept_evaluations_without_replacing_its_own(tmp_path):
