@@ -43,12 +43,13 @@ reuse_kept_sweep() {  # reuse_kept_sweep OUT_DIR: the kept per-run records of a 
   done
 }
 
-sweep_runs() {  # sweep_runs OUT_DIR: the record-file names (eval.py's, "/" as "_") of the runs in OUT_DIR's sweep
+sweep_runs() {  # sweep_runs OUT_DIR: the names of the record files (in OUT_DIR/runs/) of the runs in OUT_DIR's sweep
   local sweep
   for sweep in "$1/resolution.json" "$1/length.json"; do
     if [ -f "$sweep" ]; then
       "${PYTHON:-python}" -c 'import json, sys
-print("\n".join(sorted({r["run"].replace("/", "_") for r in json.load(open(sys.argv[1]))})))' "$sweep"
+from vitpe.resolution.sweep import record_file
+print("\n".join(sorted({record_file("", r["run"]).name for r in json.load(open(sys.argv[1]))})))' "$sweep"
     fi
   done
 }
@@ -64,7 +65,7 @@ keep_sweep() {  # keep_sweep OUT_DIR: an eval.py sweep's per-run records (OUT_DI
   # the records of the runs this sweep holds, not every entry of OUT_DIR/runs/: an entry left there by an earlier
   # sweep (a run retrained since, say) does not replace the one kept for it
   while IFS= read -r name; do
-    if [ -f "$1/runs/$name.json" ]; then cp "$1/runs/$name.json" "$dest/runs/"; fi
+    if [ -f "$1/runs/$name" ]; then cp "$1/runs/$name" "$dest/runs/"; fi
   done < <(sweep_runs "$1")
   # a resolution sweep joins the one kept before (a run evaluated again replaces its records), so that rerunning an
   # experiment for a few runs leaves every run in the kept tables, not only those few

@@ -212,13 +212,19 @@ def evaluate_run(run: Run, sizes: Iterable[Size], modes: Iterable[str], *, test_
     return records
 
 
+def record_file(cache_dir: str | Path, run_name: str) -> Path:
+    """Where a sweep keeps one run's records: ``cache_dir/<run name, "/" as "_">.json`` (scripts/keep_records.sh
+    keeps the same files)."""
+    return Path(cache_dir) / f"{run_name.replace('/', '_')}.json"
+
+
 def cached_records(run: Run, cache_dir: str | Path, settings: dict[str, Any], compute: Callable[[], list[dict]],
                    progress: tqdm | None = None) -> list[dict[str, Any]]:
     """``compute()``'s records for ``run``, kept in ``cache_dir/<run>.json`` with the checkpoint's fingerprint and the
     sweep's ``settings``; a rerun with the same checkpoint and settings reads them back instead of evaluating again
     (so an interrupted sweep over many runs resumes where it stopped, and runs can be added to a finished one)."""
     settings = {**settings, "fingerprint": run.fingerprint()}
-    path = Path(cache_dir) / f"{run.name.replace('/', '_')}.json"
+    path = record_file(cache_dir, run.name)
     if path.is_file():
         try:
             cached = json.loads(path.read_text())
