@@ -128,6 +128,26 @@ def test_recipe_wall_times_are_divided_only_by_the_loop_on_the_same_machine(tmp_
     assert "— ran on a machine where the loop did not run" in short
 
 
+def test_the_pes_that_joined_the_recipe_grid_later_show_in_its_table_but_not_in_the_three_budget_ranks(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from reports.recipe import pe_order, recipe_pes
+
+    scores = {"cpb": 0.78, "sincos": 0.75, "learnable": 0.74, "none": 0.67, "lookhere": 0.80}
+    for pe, acc in scores.items():
+        _recipe_run(tmp_path / "results/recipe/grid", f"{pe}_s0", pe, 40, acc, None)
+    (tmp_path / "results/compare").mkdir(parents=True)  # the 3-epoch grid ran only the ten
+    (tmp_path / "results/compare/resolution.json").write_text(json.dumps(
+        [{"run": f"{pe}_s0", "pe": pe, "resolution": 32, "train_resolution": 32, "pe_resize": "interpolate",
+          "accuracy": acc - 0.2, "loss": 1.0, "n": 2000} for pe, acc in scores.items() if pe != "lookhere"]))
+    table = recipe_pes(tmp_path)
+    assert "| `lookhere` |" in table.splitlines()[2]  # best first, after the header and its rule
+    assert "not finished yet: `separable`," in table and "`fire`, `pape`, `liere`" in table
+    assert "`lookhere`" not in table.rpartition("not finished yet")[2]
+    order = pe_order(tmp_path)
+    assert "lookhere" not in order and "| `cpb` | 1: 78.0 (1) | 1: 58.0 |" in order
+    assert "`separable`" in order and "`fire`" not in order  # the ten still waiting are named, the later ones not
+
+
 def test_the_recipe_sweep_names_its_reruns_with_their_accuracy_beside_the_grids(tmp_path):
     sys.path.insert(0, str(ROOT / "scripts"))
     from reports.recipe import recipe_resolution

@@ -17,13 +17,17 @@ from reports.records import (MISSING, SEEDS, Run, markdown, mean_std, per_seed, 
                              sweep)
 
 
-#: The PEs of the recipe grid: every 2D PE of the comparison (rope_dinov3 came later).
+#: The ten PEs of the recipe grid's comparison at three budgets (the 3-epoch grid and s-chh ran these; rope_dinov3
+#: came later).
 GRID_PES = ("none", "learnable", "separable", "sincos", "rope_axial", "rope_mixed", "relbias", "cpb", "alibi", "peg")
+#: The PEs built to extrapolate that joined the grid after the ten: LookHere, FIRE, PaPE and LieRE (the learned
+#: rotation that kept most on the detail protocol).
+EXTRAPOLATING_PES = ("lookhere", "fire", "pape", "liere")
 
 
-def missing_pes(done: Iterable[str], what: str) -> str:
-    """``"… not <what> yet: `pe`, ..."`` for the PEs of the grid not in ``done``; empty when none is missing."""
-    waiting = [f"`{pe}`" for pe in GRID_PES if pe not in set(done)]
+def missing_pes(done: Iterable[str], what: str, planned: Iterable[str] = GRID_PES + EXTRAPOLATING_PES) -> str:
+    """``"… not <what> yet: `pe`, ..."`` for the ``planned`` PEs not in ``done``; empty when none is missing."""
+    waiting = [f"`{pe}`" for pe in planned if pe not in set(done)]
     return f"{MISSING} not {what} yet: {', '.join(waiting)}" if waiting else ""
 
 
@@ -103,10 +107,12 @@ S_CHH_200_EPOCHS = {"none": 79.6, "sincos": 86.1, "learnable": 86.5, "rope_axial
 
 
 def pe_order(root: Path) -> str:
-    """The PEs ranked at three budgets: the 3-epoch grid (how fast each learns), the recipe's 17 epochs, and
-    s-chh's 200 epochs (its five PEs ranked among themselves); sorted by the recipe's order."""
+    """The ten PEs of :data:`GRID_PES` ranked at three budgets: the 3-epoch grid (how fast each learns), the recipe's
+    17 epochs, and s-chh's 200 epochs (its five PEs ranked among themselves); sorted by the recipe's order. The PEs
+    that joined the recipe grid later ran in neither of the other two, so they are left out of every rank."""
     rows, _ = recipe_grid(root)
-    recipe = {r.label.strip("`"): [run.accuracy for run in r.seeds.values()] for r in rows if not r.loop}
+    recipe = {r.label.strip("`"): [run.accuracy for run in r.seeds.values()] for r in rows
+              if not r.loop and r.label.strip("`") in GRID_PES}
     short: dict[str, list[float]] = defaultdict(list)
     for r in compare_records(root, multires=False):
         if r["resolution"] == 32 and r["pe_resize"] == "interpolate":
@@ -121,7 +127,7 @@ def pe_order(root: Path) -> str:
     agreement = (f"Rank correlation (Spearman) of the recipe's order with the 3-epoch grid's: "
                  f"{spearman(means_17, means_3):.2f}; with s-chh's, "
                  f"over its five PEs: {spearman(means_17, S_CHH_200_EPOCHS):.2f}.")
-    waiting = missing_pes(recipe, "finished")
+    waiting = missing_pes(recipe, "finished", GRID_PES)
     return markdown(["`model.pe`", "17 epochs, the recipe: rank: acc. (%) (seeds)", "3 epochs: rank: acc. (%)",
                      "s-chh, 200 epochs: rank: acc. (%)"], table) + f"\n{agreement}\n" + (
         f"\n{waiting}.\n" if waiting else "")
