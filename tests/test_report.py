@@ -168,6 +168,21 @@ def test_the_recipe_sweep_names_its_reruns_with_their_accuracy_beside_the_grids(
     assert "C: AMD EPYC (L2 512K, L3 32768K), 1 thread" in note
 
 
+def test_a_recipe_model_tested_with_a_pe_option_is_a_row_of_its_own_named_by_the_option(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from reports.recipe import recipe_resolution
+
+    (tmp_path / "results/recipe").mkdir(parents=True)
+    records = [{"run": run, "pe": "lookhere", "resolution": 64, "train_resolution": 32, "pe_resize": "extrapolate",
+                "accuracy": acc, "loss": 1.0, "n": 2000}
+               for run, acc in (("lookhere_s0", 0.38), ("lookhere_s1", 0.40), ("lookhere_s0@large_grid_slope=0.6", 0.43))]
+    (tmp_path / "results/recipe/resolution.json").write_text(json.dumps(records))
+    table = recipe_resolution(tmp_path)
+    assert "| `lookhere` | extrapolate | 39.0 ± 1.4 |" in table
+    assert "| `lookhere, large_grid_slope=0.6` | extrapolate | 43.0 |" in table
+    assert "Seeds per row: `lookhere` 2, `lookhere, large_grid_slope=0.6` 1." in table
+
+
 def test_a_levers_loop_run_anchors_wall_times_on_its_machine(tmp_path):
     sys.path.insert(0, str(ROOT / "scripts"))
     from reports.loop_anchor import against_loop, loop_minutes_by_machine

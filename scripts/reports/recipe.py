@@ -13,8 +13,8 @@ from reports.compare import compare_records
 from reports.loop_anchor import PARTIAL, against_loop, loop_minutes_by_machine, partial_note
 from reports.machines import machine_letters, named_machine
 from reports.ranks import ranks, spearman
-from reports.records import (MISSING, SEEDS, Run, markdown, mean_std, per_seed, read_run, resolution_table, site_of,
-                             sweep)
+from reports.records import (MISSING, SEEDS, Run, markdown, mean_std, named_by_option, per_seed, read_run,
+                             resolution_table, site_of, sweep)
 
 
 #: The ten PEs of the recipe grid's comparison at three budgets (the 3-epoch grid and s-chh ran these; rope_dinov3
@@ -137,9 +137,9 @@ def recipe_resolution(root: Path) -> str:
     """The recipe's models across test sizes, both modes (pending until the sweep is committed)."""
     path = root / "results/recipe/resolution.json"
     if not path.is_file():
-        return (f"{MISSING} The sweep of the recipe's 30 models is not committed yet "
+        return (f"{MISSING} The sweep of the recipe's models is not committed yet "
                 "(`results/recipe/resolution.json`).\n")
-    records = sweep(path)
+    records = named_by_option(sweep(path))
     seeds = defaultdict(set)
     for record in records:
         seeds[record["pe"]].add(record["run"])

@@ -111,6 +111,12 @@ def sweep(path: Path) -> list[dict]:
     return [{**r, "group": SEED_SUFFIX.sub("", r["run"])} for r in json.loads(path.read_text())]
 
 
+def named_by_option(records: list[dict]) -> list[dict]:
+    """``records`` with each run tested with a PE option changed (eval.py's ``RUN@NAME=VALUE``, a row of its own)
+    named by its option in the ``pe`` its table shows: "lookhere, large_grid_slope=0.6"."""
+    return [{**r, "pe": f"{r['pe']}, {r['run'].partition('@')[2]}"} if "@" in r["run"] else r for r in records]
+
+
 # ---------------------------------------------------------------------------------------------------- formatting
 def with_sign(value: float, digits: int = 1, minus: str = "−") -> str:
     """A change: the value with its sign, written with ``minus`` (a minus sign rather than a hyphen, unless the table

@@ -10,7 +10,8 @@ from typing import Callable
 
 from reports.loop_anchor import by_machine, mean_minutes
 from reports.machines import machine_labels
-from reports.records import Run, SEEDS, markdown, mean_std, read_run, resolution_table, sweep, with_sign
+from reports.records import (Run, SEEDS, markdown, mean_std, named_by_option, read_run, resolution_table, sweep,
+                             with_sign)
 
 
 # ------------------------------------------------------------------------------ resolution transfer: the remedies
@@ -139,10 +140,7 @@ def transfer_sweep(root: Path) -> str:
     records = [r for r in sweep(root / DETAIL[0] / "resolution/resolution.json")
                if r["pe_resize"] in ("interpolate", "extrapolate")
                and transfer_remedy(r["run"], r["pe"])[0] == "trained"]
-    for r in records:  # a run tested with an option changed (its own group) is named by its option
-        if "@" in r["run"]:
-            r["pe"] = f"{r['pe']}, {r['run'].partition('@')[2]}"
-    return resolution_table(records)
+    return resolution_table(named_by_option(records))
 
 
 #: This study's tables: name -> function of the repository root -> markdown (scripts/report.py).
