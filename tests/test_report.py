@@ -175,7 +175,8 @@ def test_a_recipe_model_tested_with_a_pe_option_is_a_row_of_its_own_named_by_the
     (tmp_path / "results/recipe").mkdir(parents=True)
     records = [{"run": run, "pe": "lookhere", "resolution": 64, "train_resolution": 32, "pe_resize": "extrapolate",
                 "accuracy": acc, "loss": 1.0, "n": 2000}
-               for run, acc in (("lookhere_s0", 0.38), ("lookhere_s1", 0.40), ("lookhere_s0@large_grid_slope=0.6", 0.43))]
+               for run, acc in (("lookhere_s0", 0.38), ("lookhere_s1", 0.40),
+                                ("lookhere_s0@large_grid_slope=0.6", 0.43))]
     (tmp_path / "results/recipe/resolution.json").write_text(json.dumps(records))
     table = recipe_resolution(tmp_path)
     assert "| `lookhere` | extrapolate | 39.0 ± 1.4 |" in table

@@ -111,8 +111,8 @@ def pe_order(root: Path) -> str:
     17 epochs, and s-chh's 200 epochs (its five PEs ranked among themselves); sorted by the recipe's order. The PEs
     that joined the recipe grid later ran in neither of the other two, so they are left out of every rank."""
     rows, _ = recipe_grid(root)
-    recipe = {r.label.strip("`"): [run.accuracy for run in r.seeds.values()] for r in rows
-              if not r.loop and r.label.strip("`") in GRID_PES}
+    by_label = {r.label.strip("`"): r for r in rows if not r.loop}
+    recipe = {pe: [run.accuracy for run in by_label[pe].seeds.values()] for pe in GRID_PES if pe in by_label}
     short: dict[str, list[float]] = defaultdict(list)
     for r in compare_records(root, multires=False):
         if r["resolution"] == 32 and r["pe_resize"] == "interpolate":
