@@ -93,11 +93,28 @@ def test_lookhere_lowers_its_global_slope_only_at_larger_grids_and_refuses_bad_o
     large, reference = pe.attention_bias(pe.prepare((6, 6)), 1), plain.attention_bias(plain.prepare((6, 6)), 1)
     finite = reference > -1e30
     torch.testing.assert_close(large[finite], 0.6 * reference[finite])
+    for grid in [(4, 6), (3, 6)]:  # larger along one side is larger: the lower slope there too
+        wide, reference = pe.attention_bias(pe.prepare(grid), 0), plain.attention_bias(plain.prepare(grid), 0)
+        finite = reference > -1e30
+        torch.testing.assert_close(wide[finite], 0.6 * reference[finite])
+    torch.testing.assert_close(pe.attention_bias(pe.prepare((3, 3)), 0), plain.attention_bias(plain.prepare((3, 3)), 0))
     for options, message in [({"layout": "60"}, "layout must be one of"), ({"undirected": 5}, "from 0 to 4"),
                              ({"global_slope": -1}, "global_slope must be a positive number"),
                              ({"layer_slopes": [1.0]}, "layer_slopes must be two numbers")]:
         with pytest.raises(ValueError, match=message):
             vitpe.pe.build("lookhere", dim=32, heads=4, depth=2, grid=(4, 4), **options)
+
+
+@pytest.mark.parametrize("directed, undirected, views, expected", [
+    # the reference's tables (get_slopes, get_none_slopes): a second pass through four directions at half the slope;
+    # undirected heads 1/4, 1/16, 1/64, 1/256, in groups of heads // 4 beyond four
+    (8, 4, 4, [0.5] * 4 + [0.25] * 4 + [0.25, 0.0625, 0.015625, 0.00390625]),
+    (8, 8, 8, [0.5] * 8 + [0.25, 0.25, 0.0625, 0.0625, 0.015625, 0.015625, 0.00390625, 0.00390625]),
+    (4, 2, 4, [0.5] * 4 + [0.25, 0.0625]),
+])
+def test_lookhere_head_slopes_are_the_reference_tables(directed, undirected, views, expected):
+    from vitpe.pe.lookhere import head_slopes
+    assert head_slopes(directed, undirected, views).tolist() == expected
 
 
 def fire_by_hand(pe, grid, ranges, layer: int):
