@@ -238,6 +238,21 @@ def test_cpb_coordinates_are_log_spaced_and_bias_bounded():
     assert bias.min() >= 0 and bias.max() <= 16
 
 
+def test_cpb_bias_is_sixteen_sigmoid_of_the_layers_mlp_at_each_pair_of_a_non_square_grid():
+    grid = (3, 4)  # the reference grid: u = 8 d / (g - 1) per axis
+    pe = build("cpb", grid, depth=2, prefix=1)
+    state = pe.prepare(grid)
+    cells = list(itertools.product(range(3), range(4)))
+    for layer in range(2):
+        bias = pe.attention_bias(state, layer)  # (nH, 1 + N, 1 + N)
+        assert (bias[:, 0] == 0).all() and (bias[:, :, 0] == 0).all()  # the class token: no bias
+        for i, j in [(0, 11), (5, 2), (7, 7), (9, 1)]:
+            q, k = cells[i], cells[j]
+            v = torch.tensor([_cpb_log(q[a] - k[a], grid[a]) for a in range(2)])  # query minus key
+            expected = 16 * torch.sigmoid(pe.mlps[layer](v))  # (nH,)
+            torch.testing.assert_close(bias[:, 1 + i, 1 + j], expected, rtol=1e-5, atol=1e-6)
+
+
 def test_cpb_tables_are_each_layers_mlp():
     """The batched products over the layers compute what each layer's MLP module computes, and train its weights."""
     pe = build("cpb", (4, 4), depth=3)
