@@ -275,6 +275,40 @@ def test_the_improved_recipe_is_set_against_each_loop_on_its_own_machine_and_thr
         "`train.compile=true`, `cpb` 0.75–1.20.\n")  # each loop run in turn: never only the slower one
 
 
+def test_the_current_recipe_is_called_side_by_side_once_every_seed_ran_again_beside_the_loop(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from reports.recipe_levers import recipe_current_short
+
+    recipe = tmp_path / "results/recipe"
+    one = "cpu, 1 thread"
+    _recipe_run(recipe / "grid", "timm_s0", None, 50, 0.71, one)  # the loop made at another time
+    for pe, minutes in (("cpb", 40), ("learnable", 35)):
+        for seed in range(3):
+            _recipe_run(recipe / "bf16_24ep", f"{pe}_s{seed}", pe, minutes, 0.80, one)
+
+    def pair(pe: str, seed: int, pe_minutes: float, loop_minutes: float, end: str, loop_end: str) -> None:
+        folder = recipe / f"bf16_24ep_beside_{pe}"
+        for name, kind, minutes, finished in ((f"timm_s{seed}", None, loop_minutes, loop_end),
+                                              (f"{pe}_s{seed}", pe, pe_minutes, end)):
+            if not (folder / name).exists():
+                _recipe_run(folder, name, kind, minutes, 0.80, one)
+            record = {"epoch": 1, "test_acc": 0.8, "elapsed_s": 60 * minutes, "machine": one, "finished_at": finished}
+            (folder / name / "metrics.jsonl").write_text(json.dumps(record) + "\n")
+
+    for seed, loop_minutes in enumerate((50, 60, 40)):  # each pair on its own day, ending 10 or 30 minutes apart
+        day, later = f"2026-12-0{seed + 1}T12:", f"2026-12-0{seed + 4}T12:"
+        pair("cpb", seed, 40, loop_minutes, day + "00:00+00:00", day + "10:00+00:00")
+        pair("learnable", seed, 30, 60, later + "00:00+00:00", later + "30:00+00:00")
+    line = recipe_current_short(tmp_path)
+    assert ("in 0.82 ± 0.17 / 0.50 ± 0.00 of the plain loop's wall time, side by side: each seed's run made again"
+            in line)  # cpb: 40 / 50, 40 / 60, 40 / 40; learnable: 30 / 60 three times
+    # a pair that did not train at the same time is no pair: the line falls back to the first runs against the
+    # loop's mean on their machine, every loop run included (50, 50, 60, 40, 60, 60, 60: 54.3 min)
+    pair("learnable", 2, 30, 60, "2026-12-06T12:00:00+00:00", "2026-12-07T12:30:00+00:00")
+    line = recipe_current_short(tmp_path)
+    assert "in 0.74 / 0.64 of the plain loop's wall time, one thread each, the loop's runs made at another time" in line
+
+
 def test_spearman_ranks_orders_over_the_shared_keys():
     sys.path.insert(0, str(ROOT / "scripts"))
     from reports.ranks import spearman

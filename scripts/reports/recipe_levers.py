@@ -157,6 +157,18 @@ def recipe_anchors(root: Path) -> str:
                      "wall / the float32 loop's", "wall / the bf16 loop's"], rows)
 
 
+def beside_pairs(root: Path, pe: str) -> list[tuple[Run, Run]]:
+    """The current recipe's runs of ``pe`` made again beside the loop, each with the loop run it trained beside: the
+    folder ``results/recipe/bf16_24ep_beside_<pe>`` holds, per seed, a run and the loop's run of that seed started
+    together, one thread each on one machine (``CONFIG=configs/cifar10.yaml PES=<pe> SEEDS=<seed> JOBS=2
+    RECORDS=results/recipe/bf16_24ep_beside_<pe> scripts/recipe_vs_timm.sh``); a pair counts only where the two
+    trained at the same time on the same machine (:func:`side_by_side`)."""
+    folder = root / "results/recipe" / f"{CURRENT}_beside_{pe}"
+    loops = {loop.seed: loop for loop in finished_loops(folder)}
+    return [(run, loops[run.seed]) for run in finished_recipe_runs(folder, f"{pe}_s[0-9]*")
+            if run.seed in loops and side_by_side([run], [loops[run.seed]])]
+
+
 def recipe_current_short(root: Path) -> str:
     """The README's line on the current recipe: each goal PE's accuracy over its seeds and wall time against the
     float32 loop side by side, and, where it ran so, one run at a time on both cores (:data:`BOTH_CORES`, each
@@ -184,6 +196,11 @@ def recipe_current_short(root: Path) -> str:
             f"{'; '.join(alone)}") if alone else ""
     when = ("side by side on one thread each" if all(beside) else
             "one thread each, the loop's runs made at another time on the same CPU (not side by side)")
+    pairs = {pe: beside_pairs(root, pe) for pe in LEVER_GOALS}
+    if all(len(p) >= len(SEEDS) for p in pairs.values()):  # every goal PE made again beside the loop, every seed
+        ratios = [mean_std([run.minutes / loop.minutes for run, loop in pairs[pe]], 2) for pe in LEVER_GOALS]
+        when = ("side by side: each seed's run made again beside the loop's run of that seed, one thread each, at "
+                "the same time on one machine (mean ± std over the seeds' ratios)")
     return (f"`configs/cifar10.yaml` (conv stem, bf16, 24 epochs): {', '.join(parts)}, in {' / '.join(ratios)} of the "
             f"plain loop's wall time, {when}{both}.\n")
 
