@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import vitpe.pe
+from vitpe.pe.lookhere import head_slopes
 
 # LookHere's fields of view as the reference code defines them, with v = key - query (rows grow downwards):
 # halves see one side of a line, quadrants two, the axis-centred 90-degree wedges |v_side| <= v_forward, and the
@@ -113,7 +114,6 @@ def test_lookhere_lowers_its_global_slope_only_at_larger_grids_and_refuses_bad_o
     (4, 2, 4, [0.5] * 4 + [0.25, 0.0625]),
 ])
 def test_lookhere_head_slopes_are_the_reference_tables(directed, undirected, views, expected):
-    from vitpe.pe.lookhere import head_slopes
     assert head_slopes(directed, undirected, views).tolist() == expected
 
 

@@ -169,22 +169,35 @@ def beside_pairs(root: Path, pe: str) -> list[tuple[Run, Run]]:
             if run.seed in loops and side_by_side([run], [loops[run.seed]])]
 
 
+def one_thread_ratios(root: Path, current: dict[str, list[Run]]) -> tuple[list[str], str]:
+    """Each goal PE's wall time against the loop's, one thread each, and how it was measured: over the pairs made
+    beside the loop (:func:`beside_pairs`) once every seed of every goal PE has one, else the ``current`` runs over
+    the loop's mean on their machine, "side by side" only where each trained beside a loop run."""
+    pairs = {pe: beside_pairs(root, pe) for pe in LEVER_GOALS}
+    if all(len(p) >= len(SEEDS) for p in pairs.values()):  # every goal PE made again beside the loop, every seed
+        return ([mean_std([run.minutes / loop.minutes for run, loop in pairs[pe]], 2) for pe in LEVER_GOALS],
+                "side by side: each seed's run made again beside the loop's run of that seed, one thread each, at "
+                "the same time on one machine (mean ± std over the seeds' ratios)")
+    loops_by_machine = loop_runs_by_machine(root)
+    loops = [run for runs in loops_by_machine.values() for run in runs]
+    runs = [current.get(pe, []) for pe in LEVER_GOALS]
+    ratios = [against_loop(pe_runs, mean_minutes(loops_by_machine)) for pe_runs in runs]
+    return ratios, ("side by side on one thread each" if all(side_by_side(r, loops) for r in runs) else
+                    "one thread each, the loop's runs made at another time on the same CPU (not side by side)")
+
+
 def recipe_current_short(root: Path) -> str:
     """The README's line on the current recipe: each goal PE's accuracy over its seeds and wall time against the
-    float32 loop side by side, and, where it ran so, one run at a time on both cores (:data:`BOTH_CORES`, each
-    against its own loop run)."""
-    loops_by_machine = loop_runs_by_machine(root)
-    loop_minutes = mean_minutes(loops_by_machine)
-    loops = [run for runs in loops_by_machine.values() for run in runs]
+    float32 loop one thread each (:func:`one_thread_ratios`), and, where it ran so, one run at a time on both cores
+    (:data:`BOTH_CORES`, each against its own loop run)."""
     recipe = root / "results/recipe"
-    parts, ratios, beside = [], [], []
     current = goal_pe_runs(root)
+    parts = []
     for pe in LEVER_GOALS:
         runs = current.get(pe, [])
         seeds = f"{len(runs)} seed{'s' if len(runs) != 1 else ''}"
         parts.append(f"`{pe}` {mean_std([r.accuracy for r in runs])}% ({seeds})")  # CIFAR-10's test split
-        ratios.append(against_loop(runs, loop_minutes))
-        beside.append(side_by_side(runs, loops))
+    ratios, when = one_thread_ratios(root, current)
     two_thread_loops = by_machine([loop for anchor in sorted({a for _, a in BOTH_CORES.values()})
                                    for loop in finished_loops(recipe / f"{CURRENT}_{anchor}")])
     alone = []
@@ -194,13 +207,6 @@ def recipe_current_short(root: Path) -> str:
     count = sum(map(len, two_thread_loops.values()))
     both = (f"; alone on both cores, against each of the loop's {count} two-thread runs on the same CPU: "
             f"{'; '.join(alone)}") if alone else ""
-    when = ("side by side on one thread each" if all(beside) else
-            "one thread each, the loop's runs made at another time on the same CPU (not side by side)")
-    pairs = {pe: beside_pairs(root, pe) for pe in LEVER_GOALS}
-    if all(len(p) >= len(SEEDS) for p in pairs.values()):  # every goal PE made again beside the loop, every seed
-        ratios = [mean_std([run.minutes / loop.minutes for run, loop in pairs[pe]], 2) for pe in LEVER_GOALS]
-        when = ("side by side: each seed's run made again beside the loop's run of that seed, one thread each, at "
-                "the same time on one machine (mean ± std over the seeds' ratios)")
     return (f"`configs/cifar10.yaml` (conv stem, bf16, 24 epochs): {', '.join(parts)}, in {' / '.join(ratios)} of the "
             f"plain loop's wall time, {when}{both}.\n")
 
