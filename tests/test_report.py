@@ -550,7 +550,7 @@ def test_a_hand_edited_number_inside_a_sentence_fails_the_check_and_is_rewritten
 
 def test_numbers_in_sentences_come_from_a_sweep_by_pattern_mode_and_size(tmp_path):
     sys.path.insert(0, str(ROOT / "scripts"))
-    from reports.record_values import sweep_change, sweep_change_from, sweep_gap, sweep_mean, sweep_spread
+    from reports.record_values import sweep_change, sweep_change_from, sweep_gap, sweep_mean, sweep_seeds, sweep_spread
 
     records = [{"run": f"{pe}_s{seed}", "pe": pe, "resolution": px, "pe_resize": "interpolate", "accuracy": acc}
                for pe, seed, px, acc in [("a", 0, 16, 0.50), ("a", 1, 16, 0.52), ("a", 0, 32, 0.55), ("a", 1, 32, 0.53),
@@ -564,6 +564,13 @@ def test_numbers_in_sentences_come_from_a_sweep_by_pattern_mode_and_size(tmp_pat
     assert sweep_spread(tmp_path, "study", "a_s?", "interpolate", "16") == "51.0 ± 1.4"
     assert sweep_change(tmp_path, "study", "a_s?", "interpolate", "32", "interpolate", "16") == "+3.0 ± 2.8"  # paired
     assert sweep_gap(tmp_path, "study", "a_s?", "interpolate", "16", "b_s0", "interpolate", "16") == "11.0"
+    # the seeds a sentence's numbers stand on, patterns with the same seeds named together, in the order given
+    assert sweep_seeds(tmp_path, "study", "a_s?", "b_s?") == "`a` seeds 0 and 1, `b` seed 0"
+    assert sweep_seeds(tmp_path, "study", "b_s?", "a_s0", "a_s?") == "`b` and `a` seed 0, `a` seeds 0 and 1"
+    with pytest.raises(ValueError, match="no run of results/study matching 'a_s\\?_32_\\*' ends in _s<seed>"):
+        sweep_seeds(tmp_path, "study", "a_s?_32_*")
+    with pytest.raises(ValueError, match="no run of results/study matches 'c_s\\?'"):
+        sweep_seeds(tmp_path, "study", "c_s?")
     # paired by seed, not by order: s0 60 - 55 and s1 61 - 53
     assert sweep_change_from(tmp_path, "study", "a_s?_32_*", "interpolate", "16", "a_s?", "interpolate", "32") == \
         "+6.5 ± 2.1"

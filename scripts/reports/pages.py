@@ -55,6 +55,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "value:sweep-change-from x8",
         "value:sweep-gap x34",
         "value:sweep-mean x78",
+        "value:sweep-seeds x2",
         "value:sweep-spread x48",
     ),
     "BENCHMARKS.md": (

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 import statistics
 from functools import lru_cache
 from pathlib import Path
@@ -51,6 +52,17 @@ def selected(root: Path, study: str, pattern: str, mode: str, size: str) -> list
     """The records of ``study``'s sweep whose run matches ``pattern`` (``STAGE/NAMES``: only the runs of that
     scripts/transfer.sh folder), at ``size`` in ``mode``; an error naming what is missing when none matches or a
     matching run could not be evaluated there."""
+    found = [r for r in matching(root, study, pattern) if r["pe_resize"] == mode and str(r["resolution"]) == size]
+    if not found:
+        raise ValueError(f"no run of results/{study} matches {pattern!r} at {size} px, {mode}")
+    missing = [r["run"] for r in found if r["accuracy"] is None]
+    if missing:
+        raise ValueError(f"{', '.join(missing)} could not be evaluated at {size} px, {mode}")
+    return found
+
+
+def matching(root: Path, study: str, pattern: str) -> list[dict]:
+    """The records of ``study``'s sweep whose run matches ``pattern``, at every size and mode."""
     folder = root / "results" / study
     path = next((p for p in (folder / "resolution/resolution.json", folder / "resolution.json") if p.is_file()), None)
     if path is None:
@@ -59,15 +71,8 @@ def selected(root: Path, study: str, pattern: str, mode: str, size: str) -> list
     if stage and stage not in TRANSFER_STAGES:
         raise ValueError(f"{pattern!r}: {stage!r} is not a folder of scripts/transfer.sh "
                          f"({', '.join(TRANSFER_STAGES)})")
-    found = [r for r in sweep_records(str(path), path.stat().st_mtime_ns) if fnmatch.fnmatchcase(r["run"], names)
-             and r["pe_resize"] == mode and str(r["resolution"]) == size
-             and (not stage or transfer_remedy(r["run"], r["pe"])[0] == stage)]
-    if not found:
-        raise ValueError(f"no run of results/{study} matches {pattern!r} at {size} px, {mode}")
-    missing = [r["run"] for r in found if r["accuracy"] is None]
-    if missing:
-        raise ValueError(f"{', '.join(missing)} could not be evaluated at {size} px, {mode}")
-    return found
+    return [r for r in sweep_records(str(path), path.stat().st_mtime_ns) if fnmatch.fnmatchcase(r["run"], names)
+            and (not stage or transfer_remedy(r["run"], r["pe"])[0] == stage)]
 
 
 def sweep_mean(root: Path, study: str, pattern: str, mode: str, size: str) -> str:
@@ -110,6 +115,33 @@ def sweep_gap(root: Path, study: str, *two: str) -> str:
     return f"{100 * abs(first - second):.1f}"
 
 
+def sweep_seeds(root: Path, study: str, *patterns: str) -> str:
+    """Which seeds each pattern's runs stand on (``_s<seed>`` ending each run's name; a run tested with options,
+    ``lookhere_s0@large_grid_slope=0.6``, counts as its run), the patterns with the same seeds named together:
+    "`lookhere` and `fire` seeds 0, 1 and 2, `pape` seed 0" -- so a sentence that says how many seeds its numbers
+    stand on says what the sweep holds."""
+    if not patterns:
+        raise ValueError("sweep-seeds takes STUDY and then one PATTERN or more")
+    groups: dict[tuple[int, ...], list[str]] = {}
+    for pattern in patterns:
+        runs = {r["run"].partition("@")[0] for r in matching(root, study, pattern)}
+        if not runs:
+            raise ValueError(f"no run of results/{study} matches {pattern!r}")
+        seeds = tuple(sorted({int(m[1]) for m in map(re.compile(r"_s(\d+)$").search, runs) if m}))
+        if not seeds:
+            raise ValueError(f"no run of results/{study} matching {pattern!r} ends in _s<seed>")
+        run, _, options = pattern.rpartition("/")[2].partition("@")
+        name = re.sub(r"_s[?*\d\[\]-]*$", "", run) + (f", {options.replace(',', ', ')}" if options else "")
+        groups.setdefault(seeds, []).append(f"`{name}`")
+    return ", ".join(f"{_and(names)} {'seed' if len(seeds) == 1 else 'seeds'} {_and([str(s) for s in seeds])}"
+                     for seeds, names in groups.items())
+
+
+def _and(words: list[str]) -> str:
+    """"a", "a and b", "a, b and c"."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
 #: Numbers inside sentences (scripts/report.py's ``<!-- value: NAME ARG ... -->``).
 VALUES: dict[str, Callable[..., str]] = {
     "sweep-mean": sweep_mean,
@@ -117,4 +149,5 @@ VALUES: dict[str, Callable[..., str]] = {
     "sweep-gap": sweep_gap,
     "sweep-change": sweep_change,
     "sweep-change-from": sweep_change_from,
+    "sweep-seeds": sweep_seeds,
 }
