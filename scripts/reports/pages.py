@@ -56,7 +56,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "value:run-steps x3",
         "value:sweep-change x85",
         "value:sweep-change-from x8",
-        "value:sweep-gap x34",
+        "value:sweep-gap x36",
         "value:sweep-mean x78",
         "value:sweep-seeds x2",
         "value:sweep-spread x48",
