@@ -111,7 +111,12 @@ def main(argv: list[str] | None = None) -> int:
                                                           "(to update the list after adding a table or a number)")
     args = parser.parse_args(argv)
     if args.markers:
-        print(markers_of((args.root / args.markers).read_text()))
+        page = args.root / args.markers
+        if not page.is_file():
+            print(f"error: --markers {args.markers}: no such page under {args.root} (give it relative to the "
+                  f"repository, e.g. RESULTS.md)", file=sys.stderr)
+            return 2
+        print(markers_of(page.read_text()))
         return 0
     table_rows.cache_clear()  # the tables sentences quote, rendered afresh from the records as they are now
     rendered: dict[str, str] = {}

@@ -598,3 +598,12 @@ def test_runs_tested_with_pe_options_group_over_their_seeds():
              "learnable-s1", "sincos_final"]
     assert [SEED_SUFFIX.sub("", n) for n in names] == ["lookhere", "lookhere", "lookhere@large_grid_slope=0.6",
                                                        "lookhere@large_grid_slope=0.6", "learnable", "sincos_final"]
+
+
+def test_markers_of_a_page_that_is_not_there_is_one_line_naming_it():
+    done = run("--markers", "../README.md")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == f"error: --markers ../README.md: no such page under {ROOT} (give it relative to " \
+                                  "the repository, e.g. RESULTS.md)"
+    shown = run("--markers", "README.md")
+    assert shown.returncode == 0 and shown.stdout.startswith("('table:recipe-pes-short',")
