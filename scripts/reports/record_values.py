@@ -116,20 +116,17 @@ def sweep_gap(root: Path, study: str, *two: str) -> str:
 
 
 def sweep_seeds(root: Path, study: str, *patterns: str) -> str:
-    """Which seeds each pattern's runs stand on (``_s<seed>`` ending each run's name; a run tested with options,
-    ``lookhere_s0@large_grid_slope=0.6``, counts as its run), the patterns with the same seeds named together:
-    "`lookhere` and `fire` seeds 0, 1 and 2, `pape` seed 0" -- so a sentence that says how many seeds its numbers
-    stand on says what the sweep holds."""
+    """Which seeds each pattern's runs stand on (as scripts/transfer.sh names runs: a fine-tune or a run tested with
+    options, ``lookhere_s0@large_grid_slope=0.6``, has its trained run's seed), the patterns with the same seeds named
+    together: "`lookhere` and `fire` seeds 0, 1 and 2, `pape` seed 0" -- so a sentence that says how many seeds its
+    numbers stand on says what the sweep holds."""
     if not patterns:
         raise ValueError("sweep-seeds takes STUDY and then one PATTERN or more")
     groups: dict[tuple[int, ...], list[str]] = {}
     for pattern in patterns:
-        runs = {r["run"].partition("@")[0] for r in matching(root, study, pattern)}
-        if not runs:
-            raise ValueError(f"no run of results/{study} matches {pattern!r}")
-        seeds = tuple(sorted({int(m[1]) for m in map(re.compile(r"_s(\d+)$").search, runs) if m}))
+        seeds = tuple(sorted({transfer_remedy(r["run"], r["pe"])[2] for r in matching(root, study, pattern)}))
         if not seeds:
-            raise ValueError(f"no run of results/{study} matching {pattern!r} ends in _s<seed>")
+            raise ValueError(f"no run of results/{study} matches {pattern!r}")
         run, _, options = pattern.rpartition("/")[2].partition("@")
         name = re.sub(r"_s[?*\d\[\]-]*$", "", run) + (f", {options.replace(',', ', ')}" if options else "")
         groups.setdefault(seeds, []).append(f"`{name}`")
