@@ -181,7 +181,8 @@ def one_thread_ratios(root: Path, current: dict[str, list[Run]]) -> tuple[list[s
     loops_by_machine = loop_runs_by_machine(root)
     loops = [run for runs in loops_by_machine.values() for run in runs]
     runs = [current.get(pe, []) for pe in LEVER_GOALS]
-    ratios = [against_loop(pe_runs, mean_minutes(loops_by_machine)) for pe_runs in runs]
+    loop_minutes = mean_minutes(loops_by_machine)
+    ratios = [against_loop(pe_runs, loop_minutes) for pe_runs in runs]
     return ratios, ("side by side on one thread each" if all(side_by_side(r, loops) for r in runs) else
                     "one thread each, the loop's runs made at another time on the same CPU (not side by side)")
 
