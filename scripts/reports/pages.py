@@ -55,7 +55,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "value:run-steps x3",
         "value:sweep-change x85",
         "value:sweep-change-from x8",
-        "value:sweep-gap x37",
+        "value:sweep-gap x38",
         "value:sweep-mean x78",
         "value:sweep-seeds x2",
         "value:sweep-spread x48",
