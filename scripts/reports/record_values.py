@@ -21,6 +21,7 @@ from typing import Callable
 
 from reports.records import with_sign
 from reports.transfer import TRANSFER_STAGES, transfer_remedy
+from vitpe.resolution.sweep import split_run_spec
 
 
 @lru_cache(maxsize=8)
@@ -127,8 +128,8 @@ def sweep_seeds(root: Path, study: str, *patterns: str) -> str:
         seeds = tuple(sorted({transfer_remedy(r["run"], r["pe"])[2] for r in matching(root, study, pattern)}))
         if not seeds:
             raise ValueError(f"no run of results/{study} matches {pattern!r}")
-        run, _, options = pattern.rpartition("/")[2].partition("@")
-        name = re.sub(r"_s[?*\d\[\]-]*$", "", run) + (f", {options.replace(',', ', ')}" if options else "")
+        run, options = split_run_spec(pattern.rpartition("/")[2])  # eval.py's RUN@NAME=VALUE[,NAME=VALUE]
+        name = ", ".join([re.sub(r"_s[?*\d\[\]-]*$", "", run), *options])  # the pattern less its seed
         groups.setdefault(seeds, []).append(f"`{name}`")
     return ", ".join(f"{_and(names)} {'seed' if len(seeds) == 1 else 'seeds'} {_and([str(s) for s in seeds])}"
                      for seeds, names in groups.items())
