@@ -277,7 +277,7 @@ def test_the_improved_recipe_is_set_against_each_loop_on_its_own_machine_and_thr
 
 def test_the_current_recipe_is_called_side_by_side_once_every_seed_ran_again_beside_the_loop(tmp_path):
     sys.path.insert(0, str(ROOT / "scripts"))
-    from reports.recipe_levers import recipe_current_short
+    from reports.recipe_levers import recipe_beside, recipe_current_short
 
     recipe = tmp_path / "results/recipe"
     one = "cpu, 1 thread"
@@ -307,6 +307,22 @@ def test_the_current_recipe_is_called_side_by_side_once_every_seed_ran_again_bes
     pair("learnable", 2, 30, 60, "2026-12-06T12:00:00+00:00", "2026-12-07T12:30:00+00:00")
     line = recipe_current_short(tmp_path)
     assert "in 0.74 / 0.64 of the plain loop's wall time, one thread each, the loop's runs made at another time" in line
+    table = recipe_beside(tmp_path)
+    rows = [line.strip("| ").split(" | ") for line in table.splitlines()[2:] if line.startswith("|")]
+    assert [row[1:] for row in rows] == [  # each pair: the run, its first run of the seed, the loop beside it, ratio
+        ["`cpb`", "0", "80.00", "80.00", "40.0", "80.00", "50.0", "0.80"],
+        ["`cpb`", "1", "80.00", "80.00", "40.0", "80.00", "60.0", "0.67"],
+        ["`cpb`", "2", "80.00", "80.00", "40.0", "80.00", "40.0", "1.00"],
+        ["`learnable`", "0", "80.00", "80.00", "30.0", "80.00", "60.0", "0.50"],
+        ["`learnable`", "1", "80.00", "80.00", "30.0", "80.00", "60.0", "0.50"]]  # seed 2 trained a day apart
+    assert table.rstrip().endswith("`cpb` 0.82 ± 0.17 over 3 of 3 seeds; `learnable` 0.50 ± 0.00 over 2 of 3 seeds. "
+                                   "The same test accuracy as the first run of its seed in 5 of 5 pairs.")
+    (recipe / "bf16_24ep/cpb_s1/metrics.jsonl").write_text(
+        '{"epoch": 1, "test_acc": 0.7999, "elapsed_s": 2400}\n')  # 79.99: a first run the pair did not repeat
+    assert "in 4 of 5 pairs." in recipe_beside(tmp_path)
+    shutil.rmtree(recipe / "bf16_24ep_beside_cpb")
+    shutil.rmtree(recipe / "bf16_24ep_beside_learnable")
+    assert recipe_beside(tmp_path).rstrip().endswith("No pair made yet.")
 
 
 def test_spearman_ranks_orders_over_the_shared_keys():

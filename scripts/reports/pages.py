@@ -105,6 +105,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "table:recipe-diagnostic",
         "table:recipe-levers",
         "table:recipe-anchors",
+        "table:recipe-beside",
         "table:recipe-gpu-four",
         "table:recipe-gpu",
         "value:cell x10",

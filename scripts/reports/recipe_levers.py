@@ -169,6 +169,31 @@ def beside_pairs(root: Path, pe: str) -> list[tuple[Run, Run]]:
             if run.seed in loops and side_by_side([run], [loops[run.seed]])]
 
 
+def recipe_beside(root: Path) -> str:
+    """The current recipe made again beside the loop (:func:`beside_pairs`): one row per pair with both wall times
+    and their ratio, and the run's accuracy against its first run of the same seed and config (``results/recipe/
+    bf16_24ep``), which a CPU run reproduces; then per PE the ratio's mean ± std over its pairs."""
+    rows, summary, repeated = [], [], []
+    for pe in LEVER_GOALS:
+        pairs = beside_pairs(root, pe)
+        first = {run.seed: run for run in finished_recipe_runs(root / "results/recipe" / CURRENT, f"{pe}_s[0-9]*")}
+        for run, loop in pairs:
+            again = first.get(run.seed)
+            repeated += [f"{run.accuracy:.2f}" == f"{again.accuracy:.2f}"] if again else []
+            rows.append(["; ".join(sorted(run.machines)), f"`{pe}`", str(run.seed), f"{run.accuracy:.2f}",
+                         f"{again.accuracy:.2f}" if again else "—", f"{run.minutes:.1f}", f"{loop.accuracy:.2f}",
+                         f"{loop.minutes:.1f}", f"{run.minutes / loop.minutes:.2f}"])
+        if pairs:
+            summary.append(f"`{pe}` {mean_std([run.minutes / loop.minutes for run, loop in pairs], 2)} over "
+                           f"{len(pairs)} of {len(SEEDS)} seeds")
+    table = markdown(["machine", "PE", "seed", "test acc. (%)", "its first run (%)", "wall (min)",
+                      "the loop beside it: test acc. (%)", "the loop's wall (min)", "wall / the loop's"], rows)
+    if not summary:
+        return table + "\nNo pair made yet.\n"
+    return (table + f"\nWall / the loop's, mean ± std: {'; '.join(summary)}. The same test accuracy as the first "
+            f"run of its seed in {sum(repeated)} of {len(repeated)} pairs.\n")
+
+
 def one_thread_ratios(root: Path, current: dict[str, list[Run]]) -> tuple[list[str], str]:
     """Each goal PE's wall time against the loop's, one thread each, and how it was measured: over the pairs made
     beside the loop (:func:`beside_pairs`) once every seed of every goal PE has one, else the ``current`` runs over
@@ -226,6 +251,7 @@ TABLES: dict[str, Callable[[Path], str]] = {
     "recipe-ablation": recipe_ablation,
     "recipe-levers": recipe_levers,
     "recipe-anchors": recipe_anchors,
+    "recipe-beside": recipe_beside,
     "recipe-current-short": recipe_current_short,
     "recipe-diagnostic": recipe_diagnostic,
 }
