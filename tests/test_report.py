@@ -275,6 +275,17 @@ def test_the_improved_recipe_is_set_against_each_loop_on_its_own_machine_and_thr
         "`train.compile=true`, `cpb` 0.75–1.20.\n")  # each loop run in turn: never only the slower one
 
 
+def test_a_seed_that_ran_more_than_once_is_named_with_its_count(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from reports.recipe_levers import seed_list
+    from reports.records import read_run
+
+    for folder, seed in (("grid", 0), ("beside", 0), ("grid", 1)):  # the loop's seed 0 ran twice, in two studies
+        _recipe_run(tmp_path / folder, f"timm_s{seed}", None, 50, 0.71, "cpu")
+    runs = [read_run(tmp_path / folder / f"timm_s{seed}") for folder, seed in (("grid", 0), ("beside", 0), ("grid", 1))]
+    assert seed_list(runs) == "0 (2 runs), 1" and seed_list(runs[2:]) == "1"
+
+
 def test_the_current_recipe_is_called_side_by_side_once_every_seed_ran_again_beside_the_loop(tmp_path):
     sys.path.insert(0, str(ROOT / "scripts"))
     from reports.recipe_levers import recipe_beside, recipe_current_short

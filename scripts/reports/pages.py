@@ -117,7 +117,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "value:model-mflops x2",
         "value:model-params x2",
         "value:run-accuracy x12",
-        "value:run-minutes x7",
+        "value:run-minutes x11",
         "value:run-minutes-total x1",
         "value:run-throughput x1",
         "value:run-time-ratio x3",

@@ -4,7 +4,7 @@ levers toward 80%, and the current recipe against the loop, one thread each and 
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Callable
 
@@ -151,10 +151,16 @@ def recipe_anchors(root: Path) -> str:
         for label, runs in named:
             minutes = statistics.fmean(r.minutes for r in runs)
             ratios = [f"{minutes / loop_means[kind]:.2f}" if kind in loop_means else "—" for kind in loops]
-            rows.append(["; ".join(sorted(machine)), label, ", ".join(str(r.seed) for r in runs),
+            rows.append(["; ".join(sorted(machine)), label, seed_list(runs),
                          mean_std([r.accuracy for r in runs]), f"{minutes:.1f}", *ratios])
     return markdown(["machine", "run", "seeds", "test acc. (%), mean ± std", "wall (min), mean",
                      "wall / the float32 loop's", "wall / the bf16 loop's"], rows)
+
+
+def seed_list(runs: list[Run]) -> str:
+    """The runs' seeds in order, a seed that ran more than once with its count ("0 (2 runs), 1")."""
+    counts = Counter(r.seed for r in runs)
+    return ", ".join(f"{seed} ({n} runs)" if n > 1 else str(seed) for seed, n in counts.items())
 
 
 def beside_pairs(root: Path, pe: str) -> list[tuple[Run, Run]]:
