@@ -183,15 +183,15 @@ def recipe_beside(root: Path) -> str:
     for pe in LEVER_GOALS:
         pairs = beside_pairs(root, pe)
         first = {run.seed: run for run in finished_recipe_runs(root / "results/recipe" / CURRENT, f"{pe}_s[0-9]*")}
-        for run, loop in pairs:
+        ratios = [run.minutes / loop.minutes for run, loop in pairs]
+        for (run, loop), ratio in zip(pairs, ratios):
             again = first.get(run.seed)
-            repeated += [f"{run.accuracy:.2f}" == f"{again.accuracy:.2f}"] if again else []
+            repeated += [run.last["test_acc"] == again.last["test_acc"]] if again else []  # the same images right
             rows.append(["; ".join(sorted(run.machines)), f"`{pe}`", str(run.seed), f"{run.accuracy:.2f}",
                          f"{again.accuracy:.2f}" if again else "—", f"{run.minutes:.1f}", f"{loop.accuracy:.2f}",
-                         f"{loop.minutes:.1f}", f"{run.minutes / loop.minutes:.2f}"])
+                         f"{loop.minutes:.1f}", f"{ratio:.2f}"])
         if pairs:
-            summary.append(f"`{pe}` {mean_std([run.minutes / loop.minutes for run, loop in pairs], 2)} over "
-                           f"{len(pairs)} of {len(SEEDS)} seeds")
+            summary.append(f"`{pe}` {mean_std(ratios, 2)} over {len(pairs)} of {len(SEEDS)} seeds")
     table = markdown(["machine", "PE", "seed", "test acc. (%)", "its first run (%)", "wall (min)",
                       "the loop beside it: test acc. (%)", "the loop's wall (min)", "wall / the loop's"], rows)
     if not summary:
