@@ -175,6 +175,11 @@ def beside_pairs(root: Path, pe: str) -> list[tuple[Run, Run]]:
             if run.seed in loops and side_by_side([run], [loops[run.seed]])]
 
 
+def pair_ratios(pairs: list[tuple[Run, Run]]) -> list[float]:
+    """Each pair's wall time over that of the loop run beside it (:func:`beside_pairs`)."""
+    return [run.minutes / loop.minutes for run, loop in pairs]
+
+
 def recipe_beside(root: Path) -> str:
     """The current recipe made again beside the loop (:func:`beside_pairs`): one row per pair with both wall times
     and their ratio, and the run's accuracy against its first run of the same seed and config (``results/recipe/
@@ -183,7 +188,7 @@ def recipe_beside(root: Path) -> str:
     for pe in LEVER_GOALS:
         pairs = beside_pairs(root, pe)
         first = {run.seed: run for run in finished_recipe_runs(root / "results/recipe" / CURRENT, f"{pe}_s[0-9]*")}
-        ratios = [run.minutes / loop.minutes for run, loop in pairs]
+        ratios = pair_ratios(pairs)
         for (run, loop), ratio in zip(pairs, ratios):
             again = first.get(run.seed)
             repeated += [run.last["test_acc"] == again.last["test_acc"]] if again else []  # the same images right
@@ -206,7 +211,7 @@ def one_thread_ratios(root: Path, current: dict[str, list[Run]]) -> tuple[list[s
     the loop's mean on their machine, "side by side" only where each trained beside a loop run."""
     pairs = {pe: beside_pairs(root, pe) for pe in LEVER_GOALS}
     if all(len(p) >= len(SEEDS) for p in pairs.values()):  # every goal PE made again beside the loop, every seed
-        return ([mean_std([run.minutes / loop.minutes for run, loop in pairs[pe]], 2) for pe in LEVER_GOALS],
+        return ([mean_std(pair_ratios(pairs[pe]), 2) for pe in LEVER_GOALS],
                 "side by side: each seed's run made again beside the loop's run of that seed, one thread each, at "
                 "the same time on one machine (mean ± std over the seeds' ratios)")
     loops_by_machine = loop_runs_by_machine(root)
