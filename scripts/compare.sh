@@ -36,9 +36,9 @@ mkdir -p "$runs"
 
 single=()
 for seed in "${seeds[@]}"; do for pe in "${pes[@]}"; do single+=("$runs/${pe}_s$seed"); done; done
-for seed in "${seeds[@]}"; do
+train_all < <(for seed in "${seeds[@]}"; do
   for pe in "${pes[@]}"; do echo "$runs/${pe}_s$seed $config model.pe=$pe train.seed=$seed $extra"; done
-done | train_all
+done)
 if [ ${#single[@]} -gt 0 ]; then
   "$PYTHON" scripts/summarise.py "${single[@]}" > "$runs/accuracy.md"
 elif [ -z "${MULTI_PES:-}" ]; then
@@ -52,11 +52,11 @@ fi
 best=(${MULTI_PES:-$("$PYTHON" scripts/summarise.py "${single[@]}" --best 2)})
 multi=()
 for seed in "${seeds[@]}"; do for pe in "${best[@]}"; do multi+=("$runs/multires_${pe}_s$seed"); done; done
-for seed in "${seeds[@]}"; do
+train_all < <(for seed in "${seeds[@]}"; do
   for pe in "${best[@]}"; do
     echo "$runs/multires_${pe}_s$seed $config model.pe=$pe train.seed=$seed train.img_sizes=[$multi_sizes] $extra"
   done
-done | train_all
+done)
 { printf '\nMulti-resolution training (%s px, one size per batch), tested at the model size:\n\n' "$multi_sizes"
   "$PYTHON" scripts/summarise.py "${multi[@]}"; } >> "$runs/accuracy.md"
 
@@ -65,7 +65,7 @@ evaluate=("$PYTHON" eval.py --resolutions "${RESOLUTIONS:-16,24,32,40,48,64}" --
 # One run per lane first (each run's records are cached in resolution/runs/), then one call that only gathers them
 # into the combined table and plots.
 reuse_kept_sweep "$runs/resolution"
-printf '%s\n' "${single[@]}" "${multi[@]}" | evaluate_each "${evaluate[@]}"
+evaluate_each "${evaluate[@]}" < <(printf '%s\n' "${single[@]}" "${multi[@]}")
 "${evaluate[@]}" "${single[@]}" "${multi[@]}"
 keep_sweep "$runs/resolution"
 cat "$runs/accuracy.md" "$runs/resolution/resolution.md"

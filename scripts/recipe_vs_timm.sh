@@ -32,6 +32,7 @@ export TIMM_EPOCHS=${TIMM_EPOCHS:-10} TIMM_ARGS=${TIMM_ARGS:-}
 jobs=${JOBS:-2}
 source scripts/check_inputs.sh
 source scripts/keep_records.sh
+source scripts/lanes.sh
 require_jobs JOBS "$jobs"
 require_jobs THREADS "${THREADS:-1}" "threads per training"
 export OMP_NUM_THREADS=${THREADS:-1}
@@ -59,8 +60,9 @@ run_one() {  # run_one timm OUT SEED | run_one vitpe OUT CONFIG key=value ...: o
 }
 export -f run_one kept_path keep_records
 
-for seed in "${seeds[@]}"; do  # a baseline and a recipe run start together, then the other PEs
-  [[ " ${loop_seeds[*]} " == *" $seed "* ]] && echo "timm $runs/timm_s$seed $seed"
-  for pe in "${pes[@]}"; do echo "vitpe $runs/${pe}_s$seed $config model.pe=$pe train.seed=$seed $extra"; done
-done | sed 's/[[:space:]]*$//' | xargs -r -P "$jobs" -L 1 bash -c 'run_one "$@"' run_one
+in_lanes -L 1 bash -c 'run_one "$@"' run_one < <(
+  for seed in "${seeds[@]}"; do  # a baseline and a recipe run start together, then the other PEs
+    [[ " ${loop_seeds[*]} " == *" $seed "* ]] && echo "timm $runs/timm_s$seed $seed"
+    for pe in "${pes[@]}"; do echo "vitpe $runs/${pe}_s$seed $config model.pe=$pe train.seed=$seed $extra"; done
+  done | sed 's/[[:space:]]*$//')
 "$PYTHON" scripts/summarise.py "$runs"/*_s[0-9]*/ | tee "$runs/accuracy.md"

@@ -55,33 +55,33 @@ mkdir -p "$runs/trained" "$runs/augmented" "$runs/finetuned"
 trained=() augmented=() finetuned=()
 for seed in "${seeds[@]}"; do for pe in "${pes[@]}"; do trained+=("$runs/trained/${pe}_s$seed"); done; done
 if [[ $stages == *" train "* ]]; then
-  for seed in "${seeds[@]}"; do for pe in "${pes[@]}"; do
+  train_all < <(for seed in "${seeds[@]}"; do for pe in "${pes[@]}"; do
     echo "$runs/trained/${pe}_s$seed $config model.pe=$pe train.seed=$seed $extra"
-  done; done | train_all
+  done; done)
 fi
 
 for seed in "${seeds[@]}"; do for pe in "${aug_pes[@]}"; do for aug in "${augs[@]}"; do
   augmented+=("$runs/augmented/${pe}_${aug%%=*}_s$seed")
 done; done; done
 if [[ $stages == *" augment "* ]]; then
-  for seed in "${seeds[@]}"; do for pe in "${aug_pes[@]}"; do for aug in "${augs[@]}"; do
+  train_all < <(for seed in "${seeds[@]}"; do for pe in "${aug_pes[@]}"; do for aug in "${augs[@]}"; do
     options=$(tr ',' '\n' <<< "${aug#*=}" |
       sed -E 's/^crop_scale=(.*):(.*)$/data.crop_scale=[\1,\2] data.crop_padding=0/; /^data\./!s/^/model.pe_options./' |
       tr '\n' ' ')
     echo "$runs/augmented/${pe}_${aug%%=*}_s$seed $config model.pe=$pe train.seed=$seed $options $extra"
-  done; done; done | train_all
+  done; done; done)
 fi
 
 for run in "${trained[@]}"; do for px in "${sizes[@]}"; do for mode in interpolate extrapolate; do
   finetuned+=("$runs/finetuned/$(basename "$run")_${px}_$mode")
 done; done; done
 if [[ $stages == *" finetune "* ]]; then
-  for run in "${trained[@]}"; do for px in "${sizes[@]}"; do for mode in interpolate extrapolate; do
+  train_all < <(for run in "${trained[@]}"; do for px in "${sizes[@]}"; do for mode in interpolate extrapolate; do
     [ "$mode" = extrapolate ] && [[ $(basename "$run") == learnable_* ]] && continue  # a table cannot extrapolate
     seed=${run##*_s}
     echo "$runs/finetuned/$(basename "$run")_${px}_$mode $finetune_config model.init=run:$run" \
          "model.pe_resize=$mode train.img_sizes=[$px] train.seed=$seed $extra"
-  done; done; done | train_all
+  done; done; done)
 fi
 
 if [[ $stages == *" evaluate "* ]]; then
@@ -97,7 +97,7 @@ if [[ $stages == *" evaluate "* ]]; then
   evaluate=("$PYTHON" eval.py --resolutions "${RESOLUTIONS:-16,20,24,28,32,40,48}"
             --pe-resize interpolate,extrapolate,ntk,yarn --out "$runs/resolution" --limit "${EVAL_LIMIT:-2000}")
   reuse_kept_sweep "$runs/resolution"
-  printf '%s\n' "${existing[@]}" | evaluate_each "${evaluate[@]}"
+  evaluate_each "${evaluate[@]}" < <(printf '%s\n' "${existing[@]}")
   "${evaluate[@]}" "${existing[@]}"
   keep_sweep "$runs/resolution"
 fi

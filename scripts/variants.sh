@@ -15,6 +15,7 @@ config=$1 variants=$2 runs=${3:-runs/variants}
 export RUNS=$runs  # RECORDS=DIR keeps every finished run's records (scripts/keep_records.sh)
 jobs=${JOBS:-2}
 source scripts/check_inputs.sh
+source scripts/lanes.sh
 require_jobs JOBS "$jobs"
 require_jobs THREADS "${THREADS:-1}" "threads per training"
 export OMP_NUM_THREADS=${THREADS:-1}
@@ -35,5 +36,5 @@ run_one() {  # run_one NAME key=value ...: one training, logged to RUNS_DIR/NAME
 }
 export -f run_one
 export CONFIG=$config EXTRA=${EXTRA:-}
-grep -v '^[[:space:]]*\(#\|$\)' "$variants" | xargs -r -P "$jobs" -L 1 bash -c 'run_one "$@"' run_one
+in_lanes -L 1 bash -c 'run_one "$@"' run_one < <(grep -v '^[[:space:]]*\(#\|$\)' "$variants")
 "$PYTHON" scripts/summarise.py "$runs"/*/ --label out_dir | tee "$runs/accuracy.md"

@@ -501,3 +501,66 @@ def test_variants_script_trains_each_line_and_tabulates_them(tmp_path):
         bad = subprocess.run(["bash", "scripts/variants.sh", "configs/smoke.yaml", str(variants), str(tmp_path / "b")],
                              cwd=ROOT, env=env, capture_output=True, text=True)
         assert bad.returncode == 2 and message in bad.stderr
+
+
+def _lanes_env(python: str) -> dict[str, str]:
+    return {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": python, "JOBS": "2",
+            "EXTRA": "data.dataset=synthetic data.synthetic_size=64 data.img_size=16 model.depth=1 model.heads=2"}
+
+
+def _running(runs: Path) -> list[str]:
+    """The processes whose command line names RUNS (a training, its shell, xargs) still alive."""
+    found = subprocess.run(["pgrep", "-af", str(runs)], capture_output=True, text=True)
+    return found.stdout.splitlines()
+
+
+def _wait_for_an_epoch(run: Path, script: subprocess.Popen, timeout: float = 120) -> None:
+    metrics = run / "metrics.jsonl"
+    deadline = time.monotonic() + timeout
+    while not (metrics.is_file() and metrics.read_text().strip()):
+        assert script.poll() is None, script.communicate()[1][-2000:]
+        assert time.monotonic() < deadline, "no epoch finished in time"
+        time.sleep(0.2)
+
+
+def test_a_failed_lane_stops_the_trainings_beside_it_and_the_script_waits_for_their_checkpoints(tmp_path):
+    # the second variant fails, but only once the first has finished an epoch (a PYTHON that holds it back until
+    # then): the first must not train on, unseen, after the script has said it failed
+    runs = tmp_path / "runs"
+    held = tmp_path / "python"
+    held.write_text(f'#!/bin/sh\ncase "$*" in *bad*) while [ ! -s "{runs}/slow/metrics.jsonl" ]; do sleep 0.2; done;;'
+                    f' esac\nexec {sys.executable} "$@"\n')
+    held.chmod(0o755)
+    variants = tmp_path / "variants.txt"
+    variants.write_text("slow train.epochs=500\nbad model.pe=nope\n")
+    done = subprocess.run(["bash", "scripts/variants.sh", "configs/smoke.yaml", str(variants), str(runs)], cwd=ROOT,
+                          env=_lanes_env(str(held)), capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and f"failed: {runs}/bad (see {runs}/bad.log)" in done.stderr
+    assert "a lane failed: stopping the lanes still running" in done.stderr
+    assert _running(runs) == []  # nothing left behind
+    assert "preempted by SIGTERM" in (runs / "slow.log").read_text()  # stopped at a step, its checkpoint written
+    assert (runs / "slow" / "checkpoint.pt").is_file() and not (runs / "accuracy.md").exists()
+
+
+def test_sigterm_to_an_experiment_script_stops_its_lanes_at_a_checkpoint_and_the_same_command_resumes(tmp_path):
+    runs = tmp_path / "runs"
+    variants = tmp_path / "variants.txt"
+    variants.write_text("long train.epochs=40\n")
+    command = ["bash", "scripts/variants.sh", "configs/smoke.yaml", str(variants), str(runs)]
+    env = _lanes_env(sys.executable)
+    script = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for_an_epoch(runs / "long", script)
+        script.terminate()  # SIGTERM to the script alone, as a scheduler or `kill PID` sends it
+        _, stderr = script.communicate(timeout=120)
+    finally:
+        script.kill()
+    assert script.returncode == 143 and "stopped (SIGTERM): stopping the lanes still running" in stderr
+    assert _running(runs) == []
+    assert "preempted by SIGTERM" in (runs / "long.log").read_text()
+    stopped_at = len((runs / "long" / "metrics.jsonl").read_text().splitlines())
+    assert stopped_at < 40
+    again = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]  # the same command resumed it to the end
+    epochs = [json.loads(line)["epoch"] for line in (runs / "long" / "metrics.jsonl").read_text().splitlines()]
+    assert epochs == list(range(1, 41))
