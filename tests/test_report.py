@@ -311,7 +311,7 @@ def test_the_current_recipe_is_called_side_by_side_once_every_seed_ran_again_bes
         pair("cpb", seed, 40, loop_minutes, day + "00:00+00:00", day + "10:00+00:00")
         pair("learnable", seed, 30, 60, later + "00:00+00:00", later + "30:00+00:00")
     line = recipe_current_short(tmp_path)
-    assert ("in 0.82 ± 0.17 / 0.50 ± 0.00 of the plain loop's wall time, side by side: each seed's run made again"
+    assert ("in 0.82 ± 0.17 / 0.50 ± 0.00 of the plain loop's wall time, side by side (each seed beside the loop's"
             in line)  # cpb: 40 / 50, 40 / 60, 40 / 40; learnable: 30 / 60 three times
     # a pair that did not train at the same time is no pair: the line falls back to the first runs against the
     # loop's mean on their machine, every loop run included (50, 50, 60, 40, 60, 60, 60: 54.3 min)

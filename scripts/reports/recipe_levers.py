@@ -212,8 +212,8 @@ def one_thread_ratios(root: Path, current: dict[str, list[Run]]) -> tuple[list[s
     pairs = {pe: beside_pairs(root, pe) for pe in LEVER_GOALS}
     if all(len(p) >= len(SEEDS) for p in pairs.values()):  # every goal PE made again beside the loop, every seed
         return ([mean_std(pair_ratios(pairs[pe]), 2) for pe in LEVER_GOALS],
-                "side by side: each seed's run made again beside the loop's run of that seed, one thread each, at "
-                "the same time on one machine (mean ± std over the seeds' ratios)")
+                "side by side (each seed beside the loop's run of that seed, one thread each, at once on one "
+                "machine; mean ± std)")
     loops_by_machine = loop_runs_by_machine(root)
     loops = [run for runs in loops_by_machine.values() for run in runs]
     runs = [current.get(pe, []) for pe in LEVER_GOALS]
