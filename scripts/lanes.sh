@@ -12,7 +12,7 @@
 
 in_lanes() {
   set -m  # the lanes' own process group: one signal reaches each of them, also after xargs itself has ended
-  xargs -r -P "$jobs" "$@" <&0 &
+  xargs -r -P "$jobs" "$@" < <(sed 's/[[:space:]]*$//') &  # trailing blanks cut: xargs -L would join the next line
   local lanes=$! status=0
   set +m
   trap "stop_lanes $lanes 'stopped (SIGINT)'; exit 130" INT
@@ -32,9 +32,7 @@ stop_lanes() {  # stop_lanes PGID WHY: SIGTERM to every process of the lanes' gr
 }
 
 train_all() {
-  # trailing blanks are cut: xargs -L would join such a line with the next one
-  in_lanes -L 1 sh -c 'scripts/train_or_resume.sh "$0" "$@" >> "$0.log" 2>&1 || { echo "failed: $0 (see $0.log)" >&2; exit 255; }' \
-    < <(sed 's/[[:space:]]*$//')
+  in_lanes -L 1 sh -c 'scripts/train_or_resume.sh "$0" "$@" >> "$0.log" 2>&1 || { echo "failed: $0 (see $0.log)" >&2; exit 255; }'
 }
 
 evaluate_each() {

@@ -64,5 +64,5 @@ in_lanes -L 1 bash -c 'run_one "$@"' run_one < <(
   for seed in "${seeds[@]}"; do  # a baseline and a recipe run start together, then the other PEs
     [[ " ${loop_seeds[*]} " == *" $seed "* ]] && echo "timm $runs/timm_s$seed $seed"
     for pe in "${pes[@]}"; do echo "vitpe $runs/${pe}_s$seed $config model.pe=$pe train.seed=$seed $extra"; done
-  done | sed 's/[[:space:]]*$//')
+  done)
 "$PYTHON" scripts/summarise.py "$runs"/*_s[0-9]*/ | tee "$runs/accuracy.md"
