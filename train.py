@@ -38,6 +38,7 @@ from vitpe.engine.batchnorm_stats import recompute_batchnorm_stats
 from vitpe.engine.compiled import SizeCompiled, blank_images, blank_sequences, missing_compiler
 from vitpe.engine.cpu_malloc import keep_freed_memory
 from vitpe.engine.distributed import DistInfo, all_reduce_sum, init_distributed, shutdown
+from vitpe.engine.global_batchnorm import synchronise_batchnorm
 from vitpe.engine.loop import TrainState, evaluate, sync_every, train_one_epoch
 from vitpe.engine.metrics_file import append_record, read_records, save_records
 from vitpe.engine.optimizer import build_optimizer, build_scheduler
@@ -155,6 +156,24 @@ def run(args: argparse.Namespace, stops: StopRequests) -> None:
         shutdown(dist_info)
 
 
+def keep_global_batch(config: Config, saved_world: int, world: int) -> str:
+    """A run resumed on ``world`` processes after training on ``saved_world`` keeps its global batch: each process
+    then takes ``global / world`` images a step (``train.batch_size`` is per process), so the steps, the learning-rate
+    schedule and the sampler's place (the step within the epoch's permutation) carry on unchanged. Returns a note, or
+    "" when nothing changes."""
+    batch = config.train.batch_size
+    if saved_world == world:
+        return ""
+    total = batch * saved_world
+    if total % world:
+        raise ConfigError(f"this run trained with a global batch of {total} ({saved_world} processes x {batch}), which "
+                          f"{world} processes cannot share evenly: resume it on a number of processes that divides "
+                          f"{total}")
+    config.train.batch_size = total // world
+    return (f"resumed on {world} process(es) after {saved_world}: train.batch_size {batch} -> {total // world} per "
+            f"process, the same global batch of {total}; the epoch's permutation continues at the same step")
+
+
 def recalibrate_batchnorm(models: list[torch.nn.Module], data, device: torch.device, precision: str,
                           verbose: bool) -> None:
     """``train.recalibrate_bn``: each model's BatchNorm statistics recomputed on the training images as the test
@@ -197,6 +216,10 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
             print(note, flush=True)
 
     # ---- data
+    if ckpt is not None:
+        note = keep_global_batch(config, ckpt["train_state"].get("world", 1), dist_info.world)
+        if note and dist_info.is_main:
+            print(note, flush=True)
     data = build_run_data(config, ckpt, device, rank=dist_info.rank, world=dist_info.world,
                           normalization=dict(mean=pretrained.mean, std=pretrained.std) if pretrained and
                           pretrained.mean else None, vocab=pretrained.vocab if pretrained else None)
@@ -214,6 +237,8 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
         for note in notes if dist_info.is_main else ():
             print(note, flush=True)
     check_training_sizes(model, config)  # a PE that cannot work at a training size in its mode: before any step
+    if dist_info.enabled:  # BatchNorm over the global batch, as one process would see it
+        model = synchronise_batchnorm(model, device)
     model = model.to(device)
     optimizer = build_optimizer(config, model)
     scheduler = build_scheduler(config, optimizer, len(data.train))
@@ -221,7 +246,7 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
     mixup = Mixup(mixup_alpha=config.data.mixup, cutmix_alpha=config.data.cutmix,
                   label_smoothing=t.label_smoothing, num_classes=num_classes) \
         if config.data.mixup > 0 or config.data.cutmix > 0 else None
-    state = TrainState()
+    state = TrainState(world=dist_info.world)
     if ckpt is not None:
         ckpt = upgrade_checkpoint(ckpt, model, optimizer)  # saved before the interleaved rotary pairs: reordered
         model.load_state_dict(ckpt["model"])
@@ -230,6 +255,7 @@ def train(args: argparse.Namespace, config, ckpt: dict | None, device: torch.dev
         if ema is not None:
             ema.module.load_state_dict(ckpt["ema"])
         state = TrainState(**ckpt["train_state"])
+        state.world = dist_info.world
         if not dist_info.is_main:  # the saved running sums are already those of every rank: count them once
             state.loss_sum = state.correct = state.seen = 0.0
     train_model = model

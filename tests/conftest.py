@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 import torch
 
@@ -94,3 +97,25 @@ def _decoded_images_cached_in_a_temporary_folder(tmp_path_factory):
 
     os.environ["VITPE_CACHE"] = str(tmp_path_factory.mktemp("vitpe-cache"))
     yield
+
+
+CLASSES = ("cat", "dog", "fox")
+
+
+def photo_folder(root: Path, per_class: int = 6, splits=("train", "val")) -> Path:
+    """An image folder of photographs of many aspects (1:3 to 3:1) and formats; each image's colour tells its class
+    and a gradient across it tells left from right."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    shapes = [(30, 90), (90, 30), (48, 64), (64, 48), (40, 40), (33, 71)]
+    for split in splits:
+        for c, name in enumerate(CLASSES):
+            (root / split / name).mkdir(parents=True)
+            for i in range(per_class):
+                h, w = shapes[i % len(shapes)]
+                ramp = np.linspace(0, 120, w)[None, :, None]
+                pixels = np.clip(ramp + 60 * c + rng.normal(0, 8, (h, w, 3)), 0, 255).astype(np.uint8)
+                suffix = (".JPEG", ".png", ".webp")[i % 3]
+                Image.fromarray(pixels).save(root / split / name / f"{i}{suffix}")
+    return root

@@ -26,6 +26,7 @@ from typing import Callable, Iterator
 
 from vitpe.config import ConfigError
 from vitpe.data import DataError
+from vitpe.data.stream_loader import worker_death
 from vitpe.engine.loop import NonFiniteLossError
 from vitpe.engine.preemption import PREEMPTED_EXIT, Preempted
 from vitpe.engine.run_lock import RunLockedError
@@ -104,6 +105,9 @@ def run_cli(body: Callable[[], None], debug: bool, interrupted: str, go_on: str)
     except Exception as err:  # noqa: BLE001 -- the last line of defence of a command-line tool
         if debug:
             raise
+        if line := worker_death(err):  # torch raises it wherever the process is when a worker dies
+            print(f"error: {line}", file=sys.stderr)
+            return 2
         print(f"error: unexpected {type(err).__name__}: {err} (rerun with --debug for the traceback, and please "
               f"report it)", file=sys.stderr)
         return 1

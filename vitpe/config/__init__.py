@@ -16,12 +16,12 @@ from vitpe.config.schedule import (all_warmup_note, eval_size, fit_size_schedule
 from vitpe.config.schema import (COMPILE_MODES, WARMUP_START, Config, ConfigError, DataConfig, ModelConfig,
                                  TrainConfig, default_data_root)
 from vitpe.config.strict import parse_override, typed_override
-from vitpe.config.validate import (DATASETS, IMAGE_DATASETS, INIT_PREFIXES, PAD_MODES, TASKS, TEXT_DATASETS, check_pe,
-                                   validate)
+from vitpe.config.validate import (DATASETS, FOLDER_DATASETS, IMAGE_DATASETS, INIT_PREFIXES, PAD_MODES, TASKS,
+                                   TEXT_DATASETS, check_pe, validate)
 
 __all__ = [
-    "COMPILE_MODES", "DATASETS", "IMAGE_DATASETS", "INIT_PREFIXES", "PAD_MODES", "TASKS", "TEXT_DATASETS",
-    "WARMUP_START", "Config", "ConfigError", "DataConfig", "ModelConfig", "TrainConfig", "all_warmup_note",
+    "COMPILE_MODES", "DATASETS", "FOLDER_DATASETS", "IMAGE_DATASETS", "INIT_PREFIXES", "PAD_MODES", "TASKS",
+    "TEXT_DATASETS", "WARMUP_START", "Config", "ConfigError", "DataConfig", "ModelConfig", "TrainConfig", "all_warmup_note",
     "check_pe", "config_from_dict", "default_data_root", "dump_config", "eval_size", "fit_size_schedule",
     "given_keys", "group_key", "load_config", "parse_override", "reference_grid_note", "reference_length",
     "reference_size", "split_epochs", "to_dict", "typed_override", "validate",

@@ -48,14 +48,17 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
-    dataset: str = "cifar10"  # image: cifar10 | cifar100 | imagenette | imagefolder | synthetic; text: sst2 | order |
-    # adjacent
+    dataset: str = "cifar10"  # image: cifar10 | cifar100 | imagenette | imagewoof | imagefolder | synthetic; text: sst2 |
+    # order | adjacent
     root: str = field(default_factory=default_data_root)
     img_size: int = 32  # native size the images are stored at (imagenette / imagefolder: shortest side resized to it,
     # centred square kept)
     cache_dir: str = ""  # imagenette / imagefolder: where the decoded uint8 images are cached ("" = $VITPE_CACHE or
     # ~/.cache/vitpe; "off" = decode every run)
     skip_unreadable: bool = False  # imagenette / imagefolder: skip images that cannot be read instead of stopping
+    loader: str = "memory"  # imagenette / imagefolder: memory (decoded once into RAM, batches augmented whole) or
+    # stream (decoded and augmented image by image in data.workers processes, from an image folder or shards)
+    workers: int = 0  # data.loader=stream: DataLoader worker processes (0: decode in the training process)
     train_limit: int = 0  # use only the first N training images (0 = all)
     test_limit: int = 0
     val_split: int = 0  # hold out this many training images as a validation split

@@ -15,11 +15,14 @@ from vitpe.pe.composed import MEMBER_KEYS, SEPARATOR, member_names
 from vitpe.pe.grid import RESIZE_MODES, unscalable
 
 INIT_PREFIXES = ("timm:", "run:")
-IMAGE_DATASETS = ("cifar10", "cifar100", "imagenette", "imagefolder", "synthetic")
+FOLDER_DATASETS = ("imagenette", "imagewoof", "imagefolder")  # image folders (or shards): decoded or streamed
+IMAGE_DATASETS = ("cifar10", "cifar100", *FOLDER_DATASETS, "synthetic")
 TEXT_DATASETS = ("sst2", "order", "adjacent")
 DATASETS = IMAGE_DATASETS + TEXT_DATASETS
 TASKS = ("image", "text")
 PAD_MODES = ("zero", "reflect")
+LOADERS = ("memory", "stream")
+STREAM_DATASETS = FOLDER_DATASETS  # data.loader=stream reads image folders and shards
 
 
 def check_pe(model: ModelConfig, grid_dims: int) -> None:
@@ -88,6 +91,11 @@ def validate(config: Config, for_training: bool = True) -> None:
         (config.train.precision in PRECISIONS, "train.precision", f"one of {', '.join(PRECISIONS)}"),
         (config.data.train_limit >= 0 and config.data.test_limit >= 0, "data.train_limit/test_limit", ">= 0"),
         (config.data.crop_pad_mode in PAD_MODES, "data.crop_pad_mode", f"one of {list(PAD_MODES)}"),
+        (config.data.loader in LOADERS, "data.loader", f"one of {list(LOADERS)}"),
+        (config.data.loader == "memory" or config.data.dataset in STREAM_DATASETS, "data.loader",
+         f"memory for data.dataset={config.data.dataset} (stream reads {' and '.join(STREAM_DATASETS)}: image "
+         f"folders and shards)"),
+        (config.data.workers >= 0, "data.workers", ">= 0 (0: decode in the training process)"),
     ]
     d = config.data
     m = config.model

@@ -5,14 +5,18 @@ and evaluated from it alone. Everything that turns ``config.data`` into data is 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from vitpe.config import Config, eval_size
-from vitpe.data.datasets import ImageSet, load_cifar, synthetic_images
-from vitpe.data.image_folder import load_folder_split, load_imagenette
+from vitpe.config import FOLDER_DATASETS, Config, eval_size
+from vitpe.data.datasets import DataError, ImageSet, load_cifar, synthetic_images
+from vitpe.data.image_folder import ORDER_SEED, find_named_folder, load_folder_split
 from vitpe.data.loader import BatchLoader, ShardedBatches, channel_stats
+from vitpe.data.stream_index import SampleIndex, open_index
+from vitpe.data.stream_loader import Selection, StreamLoader, stream_channel_stats
+from vitpe.data.stream_views import TrainView
 from vitpe.data.synthetic_text import synthetic_text, synthetic_vocabulary
 from vitpe.data.text import TextSet, Vocabulary, load_sst2, read_sst2
 from vitpe.data.text_loader import COMPILED_WIDTH_MULTIPLE, TextBatchLoader
@@ -26,14 +30,21 @@ def load_image_split(config: Config, split: str) -> ImageSet:
     d = config.data
     if d.dataset in ("cifar10", "cifar100"):
         data = load_cifar(d.root, d.dataset, split)
-    elif d.dataset in ("imagefolder", "imagenette"):
-        load = load_imagenette if d.dataset == "imagenette" else load_folder_split
-        data = load(d.root, split, d.img_size, cache_dir=d.cache_dir, skip_unreadable=d.skip_unreadable)
+    elif d.dataset in FOLDER_DATASETS:
+        data = load_folder_split(folder_root(config), split, d.img_size, cache_dir=d.cache_dir,
+                                 skip_unreadable=d.skip_unreadable)
     elif split == "train":
         data = synthetic_images(d.synthetic_size, d.img_size, seed=SYNTHETIC_TRAIN_SEED)
     else:
         data = synthetic_images(max(d.synthetic_size // 4, 1), d.img_size, seed=SYNTHETIC_TEST_SEED)
     return data.limit(d.train_limit if split == "train" else d.test_limit)
+
+
+def folder_root(config: Config) -> str | Path:
+    """The folder holding ``train/`` and ``val/`` (or their shards): ``data.root`` for an image folder; Imagenette's
+    or Imagewoof's found under it as the official downloads unpack them."""
+    d = config.data
+    return d.root if d.dataset == "imagefolder" else find_named_folder(d.root, d.dataset)
 
 
 def images_on_device(config: Config, device: torch.device | str) -> bool:
@@ -109,6 +120,8 @@ def build_run_data(config: Config, ckpt: dict[str, Any] | None, device: torch.de
         stats = {"train": train_set.length_stats(), d.eval_split: test_set.length_stats(),
                  **({"val": val_set.length_stats()} if val_set is not None else {})}
         extras: dict[str, Any] = {"vocab": vocab.tokens}
+    elif d.loader == "stream":
+        return stream_run_data(config, ckpt, device, rank=rank, world=world, normalization=normalization)
     else:
         train_set, test_set = load_image_splits(config)
         train_set, val_set = train_set.split(d.val_split) if d.val_split else (train_set, None)
@@ -130,3 +143,42 @@ def build_run_data(config: Config, ckpt: dict[str, Any] | None, device: torch.de
         extras = {"normalization": {"mean": list(mean), "std": list(std)}}
     return RunData(make(train_set, True), make(test_set, False), make(val_set, False) if val_set is not None else None,
                    list(train_set.classes), extras, stats)
+
+
+def stream_split(config: Config, split: str) -> SampleIndex:
+    """The ``split`` of :func:`folder_root` (an image folder or shards) for the stream loader, in the fixed shuffled order of the in-memory path (:data:`ORDER_SEED`), so that
+    ``data.train_limit`` and ``data.val_split`` take the same kind of sample; the limit applied."""
+    d = config.data
+    index = open_index(folder_root(config), split)
+    order = torch.randperm(len(index), generator=torch.Generator().manual_seed(ORDER_SEED)).numpy()
+    limit = d.train_limit if split == "train" else d.test_limit
+    return Selection(index, order[:limit] if limit > 0 else order)
+
+
+def stream_run_data(config: Config, ckpt: dict[str, Any] | None, device: torch.device, *, rank: int, world: int,
+                    normalization: dict[str, list[float]] | None) -> RunData:
+    """:func:`build_run_data` for ``data.loader=stream``: images decoded and augmented by ``data.workers`` processes
+    (:mod:`vitpe.data.stream_loader`). The normalisation is the checkpoint's or ``normalization`` when given, else
+    measured on a seeded sample of training images (:func:`stream_channel_stats`)."""
+    t, d = config.train, config.data
+    train_set, test_set = stream_split(config, "train"), stream_split(config, "test")
+    val_set = None
+    if d.val_split:
+        if not 0 < d.val_split < len(train_set):
+            raise DataError(f"cannot hold out {d.val_split} of {len(train_set)} images (data.val_split)")
+        cut = len(train_set) - d.val_split
+        train_set, val_set = Selection(train_set, range(cut)), Selection(train_set, range(cut, len(train_set)))
+    saved = ckpt["normalization"] if ckpt else normalization
+    mean, std = (saved["mean"], saved["std"]) if saved else \
+        stream_channel_stats(train_set, eval_size(config), d.workers)
+    shard = dict(rank=rank, world=world, device=device, workers=d.workers, skip_unreadable=d.skip_unreadable,
+                 mean=mean, std=std)
+    view = TrainView(d.crop_scale, d.crop_padding, d.crop_pad_mode, d.hflip, d.randaugment)
+    train = StreamLoader(train_set, t.batch_size, train=True, seed=t.seed, img_sizes=t.img_sizes,
+                         size_epochs=t.img_size_epochs, view=view, **shard)
+
+    def evaluated(data: SampleIndex) -> StreamLoader:  # tested at the last training size, as in memory
+        return StreamLoader(data, t.eval_batch_size, train=False, img_sizes=[eval_size(config)], **shard)
+
+    return RunData(train, evaluated(test_set), evaluated(val_set) if val_set is not None else None,
+                   list(train_set.class_names), {"normalization": {"mean": list(mean), "std": list(std)}})

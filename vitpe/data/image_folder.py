@@ -32,6 +32,12 @@ IMAGENETTE_CLASSES = {"n01440764": "tench", "n02102040": "English springer", "n0
                       "n03000684": "chain saw", "n03028079": "church", "n03394916": "French horn",
                       "n03417042": "garbage truck", "n03425413": "gas pump", "n03445777": "golf ball",
                       "n03888605": "parachute"}
+#: Imagewoof (fast.ai: ten dog breeds of ImageNet) as the official downloads unpack it.
+IMAGEWOOF_FOLDERS = ("imagewoof2-320", "imagewoof2-160", "imagewoof2")
+IMAGEWOOF_CLASSES = {"n02086240": "Shih-Tzu", "n02087394": "Rhodesian ridgeback", "n02088364": "beagle",
+                     "n02089973": "English foxhound", "n02093754": "Border terrier", "n02096294": "Australian terrier",
+                     "n02099601": "golden retriever", "n02105641": "Old English sheepdog", "n02111889": "Samoyed",
+                     "n02115641": "dingo"}
 #: vitpe's split names -> the folder names that hold them, in order of preference.
 #: The images are kept in one fixed shuffled order (this seed, whatever the run's), not class by class as the folders
 #: list them: the first N (``data.train_limit``, ``eval.py --limit``) are then a sample of every class, and
@@ -43,14 +49,22 @@ SPLIT_FOLDERS = {"train": ("train",), "test": ("test", "val"), "val": ("val", "t
 def find_imagenette(root: str | Path) -> Path:
     """The Imagenette folder (the one holding ``train/`` and ``val/``): ``root`` itself or one of
     :data:`IMAGENETTE_FOLDERS` under it."""
+    return find_named_folder(root, "imagenette")
+
+
+def find_named_folder(root: str | Path, dataset: str) -> Path:
+    """The folder of ``dataset`` (imagenette or imagewoof) holding ``train/`` and ``val/``: ``root`` itself or one of
+    the official downloads' folder names under it."""
     root = Path(root)
-    for folder in (root, *(root / name for name in IMAGENETTE_FOLDERS)):
+    names, title, hint = (IMAGENETTE_FOLDERS, "Imagenette",
+                          f"download it with torchvision.datasets.Imagenette('{root}', split='train', size='160px', "
+                          f"download=True) (and split='val')") if dataset == "imagenette" else \
+        (IMAGEWOOF_FOLDERS, "Imagewoof", "unpack fast.ai's imagewoof2-320.tgz there")
+    for folder in (root, *(root / name for name in names)):
         if (folder / "train").is_dir():
             return folder
-    raise DataError(
-        f"Imagenette not found under {root}: expected train/ and val/ (one folder per class) in {root} or in "
-        f"{root}/<{'|'.join(IMAGENETTE_FOLDERS)}>; download it with torchvision.datasets.Imagenette("
-        f"'{root}', split='train', size='160px', download=True) (and split='val'), or set data.root / VITPE_DATA")
+    raise DataError(f"{title} not found under {root}: expected train/ and val/ (one folder per class) in {root} or in "
+                    f"{root}/<{'|'.join(names)}>; {hint}, or set data.root / VITPE_DATA")
 
 
 def split_folder(root: Path, split: str) -> Path:
@@ -128,7 +142,7 @@ def decode_all(files: list[Path], size: int, skip_unreadable: bool) -> tuple[tor
 def class_names(root: Path, wnids: list[str]) -> list[str]:
     """Readable class names: a ``classes.tsv`` (``id<TAB>name``) beside the splits, else Imagenette's, else the
     folder names."""
-    names = dict(IMAGENETTE_CLASSES)
+    names = {**IMAGENETTE_CLASSES, **IMAGEWOOF_CLASSES}
     table = root / "classes.tsv"
     if table.is_file():
         names.update(line.split("\t", 1) for line in table.read_text().splitlines() if "\t" in line)

@@ -33,9 +33,11 @@ def channel_stats(images: torch.Tensor) -> tuple[list[float], list[float]]:
     return x.mean(1).tolist(), x.std(1).tolist()
 
 
-def random_crop(images: torch.Tensor, padding: int, g: torch.Generator, mode: str = "zero") -> torch.Tensor:
+def random_crop(images: torch.Tensor, padding: int, g: torch.Generator, mode: str = "zero",
+                share: tuple[int, int] = (0, 1)) -> torch.Tensor:
     """Pad each image by ``padding`` -- zeros, or with ``mode="reflect"`` its mirrored border -- and crop it back at a
-    random offset; (B, C, H, W) -> (B, C, H, W)."""
+    random offset; (B, C, H, W) -> (B, C, H, W). ``share`` = (rank, world): the offsets are drawn for the global batch
+    of ``B * world`` images and rank's places ``rank::world`` kept (:meth:`ShardedBatches._indices`)."""
     if padding <= 0:
         return images
     B, C, H, W = images.shape
@@ -44,28 +46,36 @@ def random_crop(images: torch.Tensor, padding: int, g: torch.Generator, mode: st
     else:
         padded = F.pad(images, (padding,) * 4)  # (B, C, H + 2p, W + 2p)
     device = images.device
-    offsets = torch.randint(0, 2 * padding + 1, (B, 2), generator=g).to(device, non_blocking=True)  # (B, 2)
+    rank, world = share
+    offsets = torch.randint(0, 2 * padding + 1, (B * world, 2), generator=g)[rank::world]  # (B, 2)
+    offsets = offsets.to(device, non_blocking=True)
     rows = offsets[:, 0, None] + torch.arange(H, device=device)  # (B, H)
     cols = offsets[:, 1, None] + torch.arange(W, device=device)  # (B, W)
     batch = torch.arange(B, device=device)[:, None, None]
     return padded.permute(0, 2, 3, 1)[batch, rows[:, :, None], cols[:, None, :]].permute(0, 3, 1, 2)  # (B, C, H, W)
 
 
-def random_hflip(images: torch.Tensor, g: torch.Generator) -> torch.Tensor:
-    flip = (torch.rand(images.shape[0], generator=g) < 0.5).to(images.device, non_blocking=True)  # (B,)
+def random_hflip(images: torch.Tensor, g: torch.Generator, share: tuple[int, int] = (0, 1)) -> torch.Tensor:
+    """Flip each image (B, C, H, W) left-right with probability 1/2; ``share`` as for :func:`random_crop`."""
+    rank, world = share
+    flip = (torch.rand(images.shape[0] * world, generator=g)[rank::world] < 0.5).to(images.device,
+                                                                                      non_blocking=True)  # (B,)
     return torch.where(flip[:, None, None, None], images.flip(-1), images)
 
 
 def random_resized_crops(images: torch.Tensor, size: tuple[int, int], scale: tuple[float, float],
-                         seed: int) -> torch.Tensor:
+                         seed: int, share: tuple[int, int] = (0, 1)) -> torch.Tensor:
     """A random-resized crop of each image (torchvision's RandomResizedCrop draws: area a fraction in ``scale`` of the
-    image's, aspect ratio in [3/4, 4/3]) resampled to ``size`` by :func:`resize_batch`; the draws seeded by ``seed``.
-    Windows of one shape are resampled together. Float (B, C, H, W) -> (B, C, *size)."""
+    image's, aspect ratio in [3/4, 4/3]) resampled to ``size`` by :func:`resize_batch`; the draws seeded by ``seed``,
+    made for the global batch and shared out as ``share`` says (:func:`random_crop`). Windows of one shape are
+    resampled together. Float (B, C, H, W) -> (B, C, *size)."""
     from torchvision.transforms import v2
 
+    rank, world = share
     with torch.random.fork_rng(devices=[]):  # torchvision draws from the global generator
         torch.manual_seed(seed)
-        boxes = [v2.RandomResizedCrop.get_params(image, list(scale), [3 / 4, 4 / 3]) for image in images]
+        boxes = [v2.RandomResizedCrop.get_params(images[0], list(scale), [3 / 4, 4 / 3])
+                 for _ in range(len(images) * world)][rank::world]  # every image of a batch has one size
     by_shape: dict[tuple[int, int], list[int]] = {}
     for index, (_, _, h, w) in enumerate(boxes):
         by_shape.setdefault((h, w), []).append(index)
@@ -82,6 +92,20 @@ def resize_batch(images: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     if tuple(images.shape[-2:]) == tuple(size):
         return images
     return F.interpolate(images, size=size, mode="bicubic", align_corners=False, antialias=True)
+
+
+class SizeSchedule:
+    """Training sizes ``img_sizes`` ((h, w) each) over the epochs: with ``size_epochs`` (one count per size) each size
+    for its count of epochs in turn (progressive resizing), the last one after the schedule ends."""
+
+    def __init__(self, img_sizes: list[tuple[int, int]], size_epochs: tuple | list = ()) -> None:
+        if size_epochs and len(size_epochs) != len(img_sizes):
+            raise ValueError(f"size_epochs {list(size_epochs)} needs one epoch count per image size {img_sizes}")
+        self.img_sizes = img_sizes
+        self.phase_ends = list(itertools.accumulate(size_epochs))  # the epoch at which each size's phase ends
+
+    def of_epoch(self, epoch: int) -> tuple[int, int]:
+        return self.img_sizes[min(bisect.bisect_right(self.phase_ends, epoch), len(self.img_sizes) - 1)]
 
 
 class ShardedBatches:
@@ -148,9 +172,8 @@ class BatchLoader(ShardedBatches):
         self.mean = torch.tensor(mean, device=self.device).view(1, -1, 1, 1)  # (1, C, 1, 1)
         self.std = torch.tensor(std, device=self.device).view(1, -1, 1, 1)
         self.img_sizes = [(size, size) if isinstance(size, int) else tuple(size) for size in img_sizes]  # (h, w)
-        if size_epochs and len(size_epochs) != len(self.img_sizes):
-            raise ValueError(f"size_epochs {list(size_epochs)} needs one epoch count per image size {self.img_sizes}")
-        self.phase_ends = list(itertools.accumulate(size_epochs))  # the epoch at which each size's phase ends
+        self.sizes = SizeSchedule(self.img_sizes, size_epochs)
+        self.phase_ends = self.sizes.phase_ends
         self.crop_padding, self.crop_pad_mode, self.hflip = crop_padding, crop_pad_mode, hflip
         self.crop_scale = tuple(crop_scale)  # empty: the padded crop; else a random-resized crop of this area range
         self.randaugment = _build_randaugment(randaugment) if train and randaugment else None
@@ -160,10 +183,14 @@ class BatchLoader(ShardedBatches):
         images, labels = self.images[idx], self.labels[idx]  # (B, 3, H, W) uint8, (B,)
         size = self.img_sizes[0]
         if self.train:
-            g = torch.Generator().manual_seed(step_seed(self.seed, epoch, step, salt=self.rank + 1))
-            images = random_crop(images, self.crop_padding, g, self.crop_pad_mode)
+            # crops, flips and the size drawn for the global batch, the same on every rank, and this rank's share
+            # kept: a step's views are those of one process with the global batch (RandAugment's draws, made image by
+            # image, stay the rank's own: data.loader=stream makes them rank-independent too)
+            share = (self.rank, self.world)
+            g = torch.Generator().manual_seed(step_seed(self.seed, epoch, step, salt=1))
+            images = random_crop(images, self.crop_padding, g, self.crop_pad_mode, share)
             if self.hflip:
-                images = random_hflip(images, g)
+                images = random_hflip(images, g, share)
             if self.randaugment is not None:
                 with torch.random.fork_rng(devices=[]):
                     torch.manual_seed(step_seed(self.seed, epoch, step, salt=10_000 + self.rank))
@@ -173,8 +200,8 @@ class BatchLoader(ShardedBatches):
         x = images.to(self.device, non_blocking=True).to(torch.float32, copy=True)  # (B, 3, H, W), our own copy:
         x.div_(255).sub_(self.mean).div_(self.std)  # normalised in place, the same arithmetic at a third of the time
         if self.train and self.crop_scale:  # the crop and the resampling to the training size in one
-            seed = step_seed(self.seed, epoch, step, salt=20_000 + self.rank)
-            x = random_resized_crops(x, size, self.crop_scale, seed)
+            seed = step_seed(self.seed, epoch, step, salt=20_000)
+            x = random_resized_crops(x, size, self.crop_scale, seed, (self.rank, self.world))
         return resize_batch(x, size), labels.to(self.device, non_blocking=True)
 
     def as_evaluated(self, size: tuple[int, int], batch_size: int) -> BatchLoader:
@@ -185,7 +212,7 @@ class BatchLoader(ShardedBatches):
 
     def size_of_epoch(self, epoch: int) -> tuple[int, int]:
         """The training size of ``epoch`` under ``size_epochs`` (the last size after the schedule ends)."""
-        return self.img_sizes[min(bisect.bisect_right(self.phase_ends, epoch), len(self.img_sizes) - 1)]
+        return self.sizes.of_epoch(epoch)
 
 
 def _build_randaugment(spec: str):

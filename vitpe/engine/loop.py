@@ -72,6 +72,7 @@ class TrainState:
     global_step: int = 0
     best_acc: float = -1.0
     elapsed_s: float = 0.0
+    world: int = 1  # processes that trained it (a resume on another number keeps the global batch)
     # running sums of the current epoch, so a mid-epoch resume reports the same epoch metrics
     loss_sum: float = 0.0
     correct: float = 0.0
