@@ -30,7 +30,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from vitpe.data.datasets import DataError
-from vitpe.data.loader import ShardedBatches, SizeSchedule, step_seed
+from vitpe.data.loader import ChannelMoments, ShardedBatches, SizeSchedule, step_seed
 from vitpe.data.stream_index import SampleIndex
 from vitpe.data.stream_views import EvalView, TrainView, decode
 
@@ -216,20 +216,13 @@ def _prefetched(batches: Iterator, device: torch.device) -> Iterator:
 def stream_channel_stats(index: SampleIndex, size: int, workers: int, sample: int = 2000,
                          seed: int = 0) -> tuple[list[float], list[float]]:
     """Per-channel mean and std (in [0, 1] units) of the centred-square views at ``size`` px of a seeded sample of
-    ``sample`` images (all when fewer): the normalisation of a stream run, summed in float64 batch by batch."""
+    ``sample`` images (all when fewer): the normalisation of a stream run."""
     n = len(index)
     chosen = torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:sample].sort().values
     picked = Selection(index, chosen.numpy())
     loader = StreamLoader(picked, 100, train=False, mean=[0.0] * 3, std=[1.0] * 3, img_sizes=[size],
                           workers=workers)
-    total = torch.zeros(3, dtype=torch.float64)
-    squares = torch.zeros(3, dtype=torch.float64)
-    count = 0
+    moments = ChannelMoments()
     for x, _ in loader.epoch():  # (B, 3, h, w) in [0, 1]
-        flat = x.transpose(0, 1).reshape(3, -1).double()  # (3, B * h * w)
-        total += flat.sum(1)
-        squares += flat.square().sum(1)
-        count += flat.shape[1]
-    mean = total / count
-    std = (squares / count - mean.square()).clamp_min(0).mul(count / max(count - 1, 1)).sqrt()
-    return mean.tolist(), std.tolist()
+        moments.add(x)
+    return moments.result()
