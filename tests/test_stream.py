@@ -141,12 +141,14 @@ def test_a_worker_that_dies_is_named_never_a_hang(tmp_path):
     stream = loader(index, workers=1)
     batches_seen = stream.epoch(0)
     next(batches_seen)
-    worker = next(iter(stream_worker_pids()))
+    workers = stream_worker_pids()
+    assert workers, "no live worker process"
     stopper = threading.Timer(60, lambda: os._exit(3))  # a hang would fail the whole run, not only this test
     stopper.start()
     try:  # torch learns of the death by SIGCHLD and raises wherever this process is; the loader names it either way
         with pytest.raises((DataError, RuntimeError), match=r"DataLoader worker( \(pid| broke off)"):
-            os.kill(worker, signal.SIGKILL)
+            for worker in workers:
+                os.kill(worker, signal.SIGKILL)
             list(batches_seen)
     finally:
         stopper.cancel()
@@ -165,13 +167,14 @@ def test_a_dead_worker_ends_a_command_in_one_line(capsys):
 
 
 def stream_worker_pids() -> list[int]:
-    """The pids of this process's children (the DataLoader's workers)."""
+    """The pids of this process's live children (the DataLoader's workers)."""
     me = os.getpid()
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if int((entry / "stat").read_text().split(")")[1].split()[1]) == me:
+                state, parent = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+                if int(parent) == me and state != "Z":  # alive (a worker of an earlier test may wait to be reaped)
                     pids.append(int(entry.name))
             except (OSError, IndexError, ValueError):
                 continue
@@ -238,3 +241,19 @@ def test_a_selection_reads_through_to_its_index(tmp_path):
     assert isinstance(open_index(tmp_path, "train"), FolderIndex)
     write_shards(tmp_path, tmp_path / "s", 7, progress=False)
     assert isinstance(open_index(tmp_path / "s", "train"), ShardIndex)
+
+
+def test_a_jpeg_draft_decodes_at_a_smaller_scale_and_gives_nearly_the_same_view(tmp_path):
+    from PIL import Image
+
+    from vitpe.data.stream_views import loaded, open_image
+
+    ramp = np.linspace(0, 255, 320)[None, :, None] * np.ones((240, 1, 3))
+    Image.fromarray(ramp.astype(np.uint8)).save(tmp_path / "a.jpg", quality=95)
+    data = (tmp_path / "a.jpg").read_bytes()
+    image, box = loaded(open_image(data, "a"), (0, 0, 240, 240), (32, 32), draft=True)
+    assert image.size == (80, 60) and box == (0, 0, 60, 60)  # 1/4: the box holds 60 >= 32 pixels, 1/8 would not
+    whole, drafted = (EvalView(draft=d)(open_image(data, "a"), (32, 32), 0).float() for d in (False, True))
+    assert (whole - drafted).abs().mean() < 2 and (whole - drafted).abs().max() < 12
+    large, _ = loaded(open_image(data, "a"), (0, 0, 240, 240), (160, 160), draft=True)
+    assert large.size == (320, 240)  # a view near the photograph's size is decoded whole

@@ -59,6 +59,8 @@ class DataConfig:
     loader: str = "memory"  # imagenette / imagefolder: memory (decoded once into RAM, batches augmented whole) or
     # stream (decoded and augmented image by image in data.workers processes, from an image folder or shards)
     workers: int = 0  # data.loader=stream: DataLoader worker processes (0: decode in the training process)
+    jpeg_draft: bool = False  # data.loader=stream: decode a JPEG at the smallest DCT scale (1/2, 1/4, 1/8) that still
+    # holds its view's pixels (several times less work for views much smaller than the photograph)
     train_limit: int = 0  # use only the first N training images (0 = all)
     test_limit: int = 0
     val_split: int = 0  # hold out this many training images as a validation split

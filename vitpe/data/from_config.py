@@ -16,7 +16,7 @@ from vitpe.data.image_folder import ORDER_SEED, find_named_folder, load_folder_s
 from vitpe.data.loader import BatchLoader, ShardedBatches, channel_stats
 from vitpe.data.stream_index import SampleIndex, open_index
 from vitpe.data.stream_loader import Selection, StreamLoader, stream_channel_stats
-from vitpe.data.stream_views import TrainView
+from vitpe.data.stream_views import EvalView, TrainView
 from vitpe.data.synthetic_text import synthetic_text, synthetic_vocabulary
 from vitpe.data.text import TextSet, Vocabulary, load_sst2, read_sst2
 from vitpe.data.text_loader import COMPILED_WIDTH_MULTIPLE, TextBatchLoader
@@ -173,12 +173,13 @@ def stream_run_data(config: Config, ckpt: dict[str, Any] | None, device: torch.d
         stream_channel_stats(train_set, eval_size(config), d.workers)
     shard = dict(rank=rank, world=world, device=device, workers=d.workers, skip_unreadable=d.skip_unreadable,
                  mean=mean, std=std)
-    view = TrainView(d.crop_scale, d.crop_padding, d.crop_pad_mode, d.hflip, d.randaugment)
+    view = TrainView(d.crop_scale, d.crop_padding, d.crop_pad_mode, d.hflip, d.randaugment, draft=d.jpeg_draft)
     train = StreamLoader(train_set, t.batch_size, train=True, seed=t.seed, img_sizes=t.img_sizes,
                          size_epochs=t.img_size_epochs, view=view, **shard)
 
     def evaluated(data: SampleIndex) -> StreamLoader:  # tested at the last training size, as in memory
-        return StreamLoader(data, t.eval_batch_size, train=False, img_sizes=[eval_size(config)], **shard)
+        return StreamLoader(data, t.eval_batch_size, train=False, img_sizes=[eval_size(config)],
+                            view=EvalView(draft=d.jpeg_draft), **shard)
 
     return RunData(train, evaluated(test_set), evaluated(val_set) if val_set is not None else None,
                    list(train_set.class_names), {"normalization": {"mean": list(mean), "std": list(std)}})

@@ -17,24 +17,29 @@ import json
 import os
 import tarfile
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
 
 from vitpe.data.datasets import DataError
-from vitpe.data.image_folder import (IMAGE_EXTENSIONS, check_same_classes, class_files, class_folders, class_names,
-                                     split_folder)
+from vitpe.data.image_folder import IMAGE_EXTENSIONS, check_same_classes, class_folders, class_names, split_folder
 
 #: The files :mod:`vitpe.data.shards` writes beside a split's shards: the class list and the samples' positions.
 CLASSES_FILE, INDEX_FILE = "classes.json", "index.npz"
 
 
 class PackedStrings:
-    """Many strings as one UTF-8 buffer and its offsets (numpy): a list without one Python object per string."""
+    """Many strings as one UTF-8 buffer and its offsets (numpy): a list without one Python object per string. Made
+    from groups of strings (a class folder's files), so no list of every string exists at once either."""
 
-    def __init__(self, strings: list[str]) -> None:
-        encoded = [s.encode() for s in strings]
-        self.ends = np.cumsum([len(b) for b in encoded], dtype=np.int64)  # (N,)
-        self.buffer = np.frombuffer(b"".join(encoded), dtype=np.uint8)  # (sum of lengths,)
+    def __init__(self, groups: Iterable[list[str]]) -> None:
+        parts, lengths = [], [np.zeros(0, dtype=np.int64)]
+        for strings in groups:
+            encoded = [s.encode() for s in strings]
+            parts.append(b"".join(encoded))
+            lengths.append(np.array([len(b) for b in encoded], dtype=np.int64))
+        self.buffer = np.frombuffer(b"".join(parts), dtype=np.uint8)  # (sum of lengths,)
+        self.ends = np.cumsum(np.concatenate(lengths))  # (N,)
 
     def __len__(self) -> int:
         return len(self.ends)
@@ -70,15 +75,29 @@ class FolderIndex(SampleIndex):
     def __init__(self, root: str | Path, split: str) -> None:
         root = Path(root)
         self.folder = split_folder(root, split)
-        by_class = class_files(self.folder)
+        self.classes = [d.name for d in class_folders(self.folder)]
+        if not self.classes:
+            raise DataError(f"{self.folder} has no class folders: expected {self.folder}/<class>/<images>")
         if split != "train":
             train_folder = split_folder(root, "train")
-            check_same_classes([d.name for d in class_folders(train_folder)], list(by_class), train_folder,
+            check_same_classes([d.name for d in class_folders(train_folder)], self.classes, train_folder,
                                self.folder)
-        self.paths = PackedStrings([p.relative_to(self.folder).as_posix() for ps in by_class.values() for p in ps])
-        self.labels = np.concatenate([np.full(len(ps), i, dtype=np.int64) for i, ps in enumerate(by_class.values())])
-        self.classes = list(by_class)
+        counts: list[int] = []
+        self.paths = PackedStrings(self._class_files(name, counts) for name in self.classes)
+        self.labels = np.repeat(np.arange(len(self.classes), dtype=np.int64), counts)  # (N,)
         self.class_names = class_names(root, self.classes)
+
+    def _class_files(self, name: str, counts: list[int]) -> list[str]:
+        """The image files under ``folder/name`` (any depth), relative to the split's folder, sorted; their count is
+        appended to ``counts``. A class without images is a :class:`DataError`."""
+        files = sorted(os.path.relpath(os.path.join(where, file), self.folder)
+                       for where, _, names in os.walk(self.folder / name) for file in names
+                       if os.path.splitext(file)[1].lower() in IMAGE_EXTENSIONS)
+        if not files:
+            raise DataError(f"class folder(s) {self.folder / name} hold no images (any of "
+                            f"{', '.join(IMAGE_EXTENSIONS)}): add images or remove the folder")
+        counts.append(len(files))
+        return files
 
     def read(self, i: int) -> bytes:
         path = self.folder / self.paths[i]

@@ -32,7 +32,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from vitpe.data.datasets import DataError
 from vitpe.data.loader import ChannelMoments, ShardedBatches, SizeSchedule, step_seed
 from vitpe.data.stream_index import SampleIndex
-from vitpe.data.stream_views import EvalView, TrainView, decode
+from vitpe.data.stream_views import UNREADABLE, EvalView, TrainView, open_image, unreadable
 
 #: Salts that keep the draws of a sample's view and of a batch's size apart from each other and from the in-memory
 #: loader's.
@@ -67,10 +67,14 @@ class Views(Dataset):
     def __getitem__(self, item: tuple[int, int, tuple[int, int]]):
         i, seed, size = item
         label = int(self.index.labels[i])
+        name = ""
         try:
-            return self.view(decode(self.index.read(i), self.index.name(i)), size, seed), label, ""
+            name = self.index.name(i)
+            return self.view(open_image(self.index.read(i), name), size, seed), label, ""
         except DataError as err:
             return None, label, str(err)
+        except UNREADABLE as err:  # found while decoding
+            return None, label, str(unreadable(name, err))
 
 
 def collate(samples: list) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
@@ -99,7 +103,7 @@ class EpochSteps(Sampler):
 
 class StreamLoader(ShardedBatches):
     """Float images (B, 3, h, w), normalised, and labels (B,) from ``index``, decoded by ``workers`` processes (0:
-    in this process). ``view``: a :class:`TrainView` for training, else the centred square (:class:`EvalView`).
+    in this process). ``view``: a :class:`TrainView` for training; by default the centred square (:class:`EvalView`).
     ``img_sizes`` / ``size_epochs`` as for :class:`~vitpe.data.loader.BatchLoader`."""
 
     def __init__(self, index: SampleIndex, batch_size: int, *, train: bool, mean: list[float], std: list[float],
@@ -112,7 +116,8 @@ class StreamLoader(ShardedBatches):
         self.sizes = SizeSchedule(self.img_sizes, size_epochs)
         self.mean = torch.tensor(mean, device=self.device).view(1, -1, 1, 1)  # (1, C, 1, 1)
         self.std = torch.tensor(std, device=self.device).view(1, -1, 1, 1)
-        self.view = view if train and view is not None else EvalView()
+        self._shift, self._scale = self.mean * 255, self.std * 255  # (1, C, 1, 1): uint8 units
+        self.view = view if view is not None else EvalView()
         self.sampler = EpochSteps(self)
         self.skipped = 0  # unreadable images left out so far (skip_unreadable)
         self.loader = DataLoader(Views(index, self.view), batch_sampler=self.sampler, num_workers=workers,
@@ -172,13 +177,14 @@ class StreamLoader(ShardedBatches):
     def _normalised(self, batches: Iterator) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for images, labels in batches:
             x = images.to(self.device, non_blocking=True).to(torch.float32)  # (B, 3, h, w)
-            yield x.div_(255).sub_(self.mean).div_(self.std), labels.to(self.device, non_blocking=True)
+            yield x.sub_(self._shift).div_(self._scale), labels.to(self.device, non_blocking=True)  # two passes
 
     def as_evaluated(self, size: tuple[int, int], batch_size: int) -> "StreamLoader":
         """Every image of this loader's index as evaluation sees it, on every rank (not sharded): see
         :meth:`vitpe.data.loader.BatchLoader.as_evaluated`."""
         return StreamLoader(self.index, batch_size, train=False, mean=self.mean.flatten().tolist(),
                             std=self.std.flatten().tolist(), img_sizes=[size], workers=self.workers,
+                            view=EvalView(draft=getattr(self.view, "draft", False)),
                             skip_unreadable=self.skip_unreadable, device=self.device)
 
 
