@@ -17,13 +17,13 @@ over many images. From the repository root:
 each with the same augmentation -- a random-resized crop (area 0.35-1, aspect 3/4-4/3, bicubic) to the output size,
 a flip, normalisation -- over the same JPEGs, shuffled, batches of 64, for 1 and 2 workers and output sizes 64 and
 224 px. The cells run in interleaved rounds (every loader, size and worker count once a round, in a new order each
-round), a warm-up of 2 batches then 20 timed batches per cell; each cell's figure is the median over the rounds,
+round), a warm-up of 2 batches then 40 timed batches per cell; each cell's figure is the median over the rounds,
 and each ratio the median of the rounds' paired ratios.
 
 ``memory``: peak memory of a stream loader (2 workers, 32 px, batches of 64, 40 batches) over a generated folder of
-N small JPEGs, each N in a fresh process: the peak over time of the proportional set size (PSS: shared pages split
-between the processes that share them) summed over the main process and its workers, sampled every 20 ms, and the
-main process's own peak (VmHWM). The folders are written under ``--scratch`` (default: a temporary folder) and
+N small JPEGs, each N in a fresh process: the proportional set size (PSS: shared pages split between the processes
+that share them) of the main process and its workers summed after each batch, the largest sum kept, and the main
+process's own peak resident memory (VmHWM). The folders are written under ``--scratch`` (default: a temporary folder) and
 removed after.
 
 Both write a JSON record (``throughput.json`` / ``memory.json``) with the machine (:func:`vitpe.machine.machine`);
@@ -41,7 +41,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -52,7 +51,7 @@ from vitpe.machine import machine
 
 SCALE, RATIO = (0.35, 1.0), (3 / 4, 4 / 3)
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-BATCH, WARMUP, TIMED = 64, 2, 20
+BATCH, WARMUP, TIMED = 64, 2, 40
 
 
 def vitpe_loader(folder: Path, size: int, workers: int, draft: bool = False):
@@ -171,38 +170,33 @@ def children(pid: int) -> list[int]:
 
 
 PROBE = """
-import sys, time
+import os, sys
 from pathlib import Path
+sys.path.insert(0, 'benchmarks')
+from loaders import children, pss_kb
 from vitpe.data.stream_index import open_index
 from vitpe.data.stream_loader import StreamLoader
 from vitpe.data.stream_views import TrainView
 loader = StreamLoader(open_index(sys.argv[1], 'train'), 64, train=True, mean=[0.5] * 3, std=[0.25] * 3,
                       img_sizes=[32], view=TrainView(crop_scale=(0.35, 1)), workers=2)
+peak = 0
 for step, _ in zip(range(40), loader.epoch(0)):
-    pass
+    me = os.getpid()
+    peak = max(peak, pss_kb(me) + sum(pss_kb(c) for c in children(me)))
 hwm = next(l for l in Path('/proc/self/status').read_text().splitlines() if l.startswith('VmHWM:')).split()[1]
-print(len(loader.index), hwm)
+print(len(loader.index), peak, hwm)
 """
 
 
 def peak_of_loader(folder: Path) -> dict:
-    """Run :data:`PROBE` over ``folder``, sampling the PSS of it and its workers every 20 ms."""
-    proc = subprocess.Popen([sys.executable, "-c", PROBE, str(folder)], stdout=subprocess.PIPE, text=True)
-    peak = [0]
-
-    def sample() -> None:
-        while proc.poll() is None:
-            peak[0] = max(peak[0], pss_kb(proc.pid) + sum(pss_kb(c) for c in children(proc.pid)))
-            time.sleep(0.02)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    out, _ = proc.communicate(timeout=1800)
-    sampler.join()
-    if proc.returncode:
-        raise RuntimeError(f"the memory probe failed on {folder}")
-    images, hwm = (int(v) for v in out.split())
-    return {"images": images, "peak_pss_mb": peak[0] / 1024, "main_peak_rss_mb": hwm / 1024}
+    """Run :data:`PROBE` over ``folder``: after each of its batches, the PSS of the loader's process and its workers
+    summed, the largest sum kept; and the main process's peak RSS."""
+    done = subprocess.run([sys.executable, "-c", PROBE, str(folder)], capture_output=True, text=True, timeout=1800,
+                          cwd=Path(__file__).resolve().parents[1])
+    if done.returncode:
+        raise RuntimeError(f"the memory probe failed on {folder}: {done.stderr[-2000:]}")
+    images, peak, hwm = (int(v) for v in done.stdout.split())
+    return {"images": images, "peak_pss_mb": peak / 1024, "main_peak_rss_mb": hwm / 1024}
 
 
 def memory(counts: list[int], scratch: Path, log) -> dict:
@@ -229,7 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--images", default="200000,2000", help="memory: the folder sizes")
     parser.add_argument("--scratch", help="memory: where the generated folders go (default: a temporary folder)")
+    parser.add_argument("--batch", type=int, default=BATCH, help=f"throughput: images per batch (default {BATCH})")
+    parser.add_argument("--timed", type=int, default=TIMED, help=f"throughput: timed batches (default {TIMED})")
     args = parser.parse_args(argv)
+    globals().update(BATCH=args.batch, TIMED=args.timed)  # the cells read them: a small run for the tests
     torch.set_num_threads(1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -247,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         with tempfile.TemporaryDirectory(dir=args.scratch) as scratch:
             record = memory([int(n) for n in args.images.split(",")], Path(scratch), log)
-    record.update(machine=machine(), torch=torch.__version__, date=time.strftime("%Y-%m-%d"),
+    record.update(machine=machine(), cores=os.cpu_count(), torch=torch.__version__,
+                  date=time.strftime("%Y-%m-%d"),
                   command="python benchmarks/loaders.py " + " ".join(argv if argv is not None else sys.argv[1:]))
     write_text_atomic(json.dumps(record, indent=1) + "\n", out / f"{args.what}.json")
     write_text_atomic("\n".join(log_lines) + "\n", out / f"{args.what}.log")

@@ -101,3 +101,23 @@ def test_profile_step_on_a_missing_gpu_is_one_clear_error(capsys):
     with pytest.raises(SystemExit) as exit_:
         profile_step.main(["none", "--device", "cuda"])
     assert exit_.value.code == 2 and "sees no CUDA GPU" in capsys.readouterr().err
+
+
+def test_the_loader_benchmark_times_every_loader_and_measures_memory(tmp_path):
+    import json
+
+    from conftest import photo_folder
+
+    folder = photo_folder(tmp_path / "data", per_class=8)  # 24 images: 2 warm-up and 2 timed batches of 4
+    from benchmarks import loaders
+
+    assert loaders.main(["throughput", str(folder), "--out", str(tmp_path / "out"), "--rounds", "2", "--sizes", "16",
+                         "--workers", "1", "--batch", "4", "--timed", "2"]) == 0
+    record = json.loads((tmp_path / "out" / "throughput.json").read_text())
+    (row,) = record["rows"]
+    assert {row[f"{name}_img_s"] > 0 for name in ("vitpe", "vitpe_draft", "timm", "torchvision")} == {True}
+    assert len(row["vitpe_rounds"]) == 2 and row["vitpe_over_timm"] > 0 and record["cores"] >= 1
+    assert loaders.main(["memory", "--out", str(tmp_path / "out"), "--images", "300,100"]) == 0
+    memory = json.loads((tmp_path / "out" / "memory.json").read_text())
+    assert [r["images"] for r in memory["rows"]] == [300, 100]
+    assert all(r["peak_pss_mb"] > 0 and r["main_peak_rss_mb"] > 0 for r in memory["rows"])

@@ -5,8 +5,8 @@ one process, on another number of processes, to the uninterrupted run's weights.
 Tolerance: two nodes see the same images of each global batch, with the same views, BatchNorm statistics over the
 whole batch and the same averaged gradient -- only float32 sums are grouped otherwise (each rank sums its half, gloo
 adds the halves), which moves a weight by about 1e-7 per step. Over the few steps here the weights agree to 2e-5
-(measured: 3e-7 to 4e-7 after 8 steps); a real difference in what is trained (another image, view or statistic) moves
-them by 1e-2 (the same run without global BatchNorm: 1.5e-2).
+(measured: 1e-7 to 4e-7); a real difference in what is trained (another image, view or statistic) moves them by 1e-2
+(measured with per-rank BatchNorm: 1.5e-2).
 """
 
 from __future__ import annotations

@@ -251,9 +251,9 @@ def test_a_jpeg_draft_decodes_at_a_smaller_scale_and_gives_nearly_the_same_view(
     ramp = np.linspace(0, 255, 320)[None, :, None] * np.ones((240, 1, 3))
     Image.fromarray(ramp.astype(np.uint8)).save(tmp_path / "a.jpg", quality=95)
     data = (tmp_path / "a.jpg").read_bytes()
-    image, box = loaded(open_image(data, "a"), (0, 0, 240, 240), (32, 32), draft=True)
+    image, box = loaded(open_image(data), (0, 0, 240, 240), (32, 32), draft=True)
     assert image.size == (80, 60) and box == (0, 0, 60, 60)  # 1/4: the box holds 60 >= 32 pixels, 1/8 would not
-    whole, drafted = (EvalView(draft=d)(open_image(data, "a"), (32, 32), 0).float() for d in (False, True))
+    whole, drafted = (EvalView(draft=d)(open_image(data), (32, 32), 0).float() for d in (False, True))
     assert (whole - drafted).abs().mean() < 2 and (whole - drafted).abs().max() < 12
-    large, _ = loaded(open_image(data, "a"), (0, 0, 240, 240), (160, 160), draft=True)
+    large, _ = loaded(open_image(data), (0, 0, 240, 240), (160, 160), draft=True)
     assert large.size == (320, 240)  # a view near the photograph's size is decoded whole

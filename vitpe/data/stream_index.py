@@ -100,9 +100,10 @@ class FolderIndex(SampleIndex):
         return files
 
     def read(self, i: int) -> bytes:
-        path = self.folder / self.paths[i]
+        path = os.path.join(self.folder, self.paths[i])
         try:
-            return path.read_bytes()
+            with open(path, "rb") as f:
+                return f.read()
         except OSError as err:
             raise DataError(f"{path} cannot be read ({err.strerror or err}); remove or replace it") from None
 

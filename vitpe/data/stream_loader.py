@@ -67,14 +67,12 @@ class Views(Dataset):
     def __getitem__(self, item: tuple[int, int, tuple[int, int]]):
         i, seed, size = item
         label = int(self.index.labels[i])
-        name = ""
         try:
-            name = self.index.name(i)
-            return self.view(open_image(self.index.read(i), name), size, seed), label, ""
-        except DataError as err:
+            return self.view(open_image(self.index.read(i)), size, seed), label, ""
+        except DataError as err:  # the file could not be read (named)
             return None, label, str(err)
-        except UNREADABLE as err:  # found while decoding
-            return None, label, str(unreadable(name, err))
+        except UNREADABLE as err:  # not a whole image: named only now (a name costs a path join)
+            return None, label, str(unreadable(self.index.name(i), err))
 
 
 def collate(samples: list) -> tuple[torch.Tensor, torch.Tensor, list[str]]:

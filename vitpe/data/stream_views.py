@@ -7,15 +7,16 @@ where configured. Evaluation (:class:`EvalView`): the centred square of the shor
 the in-memory path stores and resamples it. Resampling is PIL's bicubic with a box (crop and resize in one pass,
 anti-aliased when shrinking).
 
-Every random draw of a view comes from torch's CPU generator seeded with the sample's own seed (its epoch and its
-place in the epoch's permutation), restored afterwards (:func:`seeded_cpu_generator`): an image gets the same view
-whichever worker, rank or number of workers makes it, and the caller's generator is left as it was.
+Every random draw of a view comes from generators seeded with the sample's own seed (its epoch and its place in the
+epoch's permutation) and restored afterwards (:func:`seeded_generators`): an image gets the same view whichever
+worker, rank or number of workers makes it, and the caller's generators are left as they were.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import random
 from typing import Iterator
 
 import torch
@@ -36,23 +37,22 @@ def unreadable(name: str, err: BaseException) -> DataError:
                      f"data.skip_unreadable=true to skip such images with a count")
 
 
-def open_image(data: bytes, name: str):
-    """The PIL image encoded in ``data``, opened (its size known) but not yet decoded; a :class:`DataError` naming
-    ``name`` when it is not an image."""
+def open_image(data: bytes):
+    """The PIL image encoded in ``data``, opened (its size known) but not yet decoded; what is not an image raises one
+    of :data:`UNREADABLE` (the caller names the file: :func:`unreadable`)."""
     from PIL import Image
 
     try:
         return Image.open(io.BytesIO(data))
-    except (*UNREADABLE, Image.DecompressionBombError) as err:
-        raise unreadable(name, err) from None
+    except Image.DecompressionBombError as err:
+        raise ValueError(str(err)) from None
 
 
 def decode(data: bytes, name: str):
     """The RGB PIL image encoded in ``data``, decoded whole; a :class:`DataError` naming ``name`` when it is not a
     readable image (truncated, not an image, too large)."""
-    image = open_image(data, name)
     try:
-        return image.convert("RGB")
+        return as_rgb(open_image(data))
     except UNREADABLE as err:
         raise unreadable(name, err) from None
 
@@ -70,7 +70,15 @@ def loaded(image, box: tuple[int, int, int, int], size: tuple[int, int],
             image.draft("RGB", (max(1, int(width / shrink)), max(1, int(height / shrink))))
             fx, fy = image.size[0] / width, image.size[1] / height
             box = (box[0] * fx, box[1] * fy, box[2] * fx, box[3] * fy)
-    return image.convert("RGB"), box
+    return as_rgb(image), box
+
+
+def as_rgb(image):
+    """``image`` decoded, in RGB: itself where it already is (no copy), else converted."""
+    if image.mode == "RGB":
+        image.load()
+        return image
+    return image.convert("RGB")
 
 
 def centre_square_box(width: int, height: int) -> tuple[int, int, int, int]:
@@ -95,17 +103,23 @@ def resized(image, size: tuple[int, int], box: tuple[float, float, float, float]
 
 
 @contextlib.contextmanager
-def seeded_cpu_generator(seed: int) -> Iterator[None]:
-    """Inside the block torch's CPU generator (which torchvision's transforms draw from) is seeded with ``seed``; after
-    it, the generator is as it was. (``torch.manual_seed`` would seed every device's generator too, at 100x the
-    cost: a tenth of a millisecond per image.)"""
+def seeded_generators(seed: int, torch_too: bool) -> Iterator[None]:
+    """Inside the block Python's ``random`` (which timm's crop draws from) and, with ``torch_too``, torch's CPU
+    generator (RandAugment's, the padded crop's) are seeded with ``seed``; after it, both are as they were.
+    (``torch.manual_seed`` would seed every device's generator too, at 100x the cost: a tenth of a millisecond per
+    image.)"""
+    state = random.getstate()
+    random.seed(seed)
     generator = torch.default_generator
-    state = generator.get_state()
-    generator.manual_seed(seed)
+    torch_state = generator.get_state() if torch_too else None
+    if torch_too:
+        generator.manual_seed(seed)
     try:
         yield
     finally:
-        generator.set_state(state)
+        random.setstate(state)
+        if torch_state is not None:
+            generator.set_state(torch_state)
 
 
 class EvalView:
@@ -131,22 +145,21 @@ class TrainView:
         self.draft = draft
 
     def __call__(self, image, size: tuple[int, int], seed: int) -> torch.Tensor:
-        from torchvision.transforms import v2
-
         from PIL import Image
+        from timm.data.transforms import RandomResizedCropAndInterpolation
 
-        with seeded_cpu_generator(seed):
-            if self.crop_scale:
-                top, left, h, w = v2.RandomResizedCrop.get_params(image, list(self.crop_scale), list(RATIO))
+        with seeded_generators(seed, torch_too=not self.crop_scale or self.randaugment is not None):
+            if self.crop_scale:  # timm's draws (torchvision's, from Python's random: a third of the time)
+                top, left, h, w = RandomResizedCropAndInterpolation.get_params(image, self.crop_scale, RATIO)
                 image, box = loaded(image, (left, top, left + w, top + h), size, self.draft)
                 view = resized(image, size, box)
-                if self.hflip and bool(torch.rand(()) < 0.5):
+                if self.hflip and random.random() < 0.5:
                     view = view.transpose(Image.Transpose.FLIP_LEFT_RIGHT)  # PIL's flip: faster than a tensor's
                 x = to_tensor(view)  # (3, *size)
             else:
                 image, box = loaded(image, centre_square_box(*image.size), size, self.draft)
                 x = self.padded_crop(to_tensor(resized(image, size, box)))
-                if self.hflip and bool(torch.rand(()) < 0.5):
+                if self.hflip and random.random() < 0.5:
                     x = x.flip(-1)
             if self.randaugment is not None:
                 x = self.randaugment(x)
