@@ -26,8 +26,14 @@ that share them) of the main process and its workers summed after each batch, th
 process's own peak resident memory (VmHWM). The folders are written under ``--scratch`` (default: a temporary folder) and
 removed after.
 
-Both write a JSON record (``throughput.json`` / ``memory.json``) with the machine (:func:`vitpe.machine.machine`);
-BENCHMARKS.md's tables are generated from them (``python scripts/report.py``).
+``in_memory``: the in-memory path (``data.loader=memory``) on a folder of photographs stored at ``--img-size`` (320:
+Imagewoof2-320 at its full size), one epoch of a tiny model in a fresh process: whether it trains, and its peak
+resident memory against the decoded set's size:
+
+    python benchmarks/loaders.py in_memory DATA/imagewoof2-320 --img-size 320 --out results/bench/loaders_cpu
+
+Each writes a JSON record (``throughput.json`` / ``memory.json`` / ``in_memory.json``) with the machine
+(:func:`vitpe.machine.machine`); BENCHMARKS.md's tables are generated from them (``python scripts/report.py``).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -213,10 +220,30 @@ def memory(counts: list[int], scratch: Path, log) -> dict:
     return {"kind": "memory", "workers": 2, "px": 32, "batch": 64, "batches": 40, "rows": rows}
 
 
+def in_memory_peak(root: Path, img_size: int, log) -> dict:
+    """A one-epoch training of a tiny model on the in-memory path with ``root``'s photographs stored at ``img_size``
+    (decoded afresh, no cache): its exit code, peak resident memory and the decoded set's size."""
+    from vitpe.data.stream_index import FolderIndex
+
+    images = sum(len(FolderIndex(root, split)) for split in ("train", "test"))
+    with tempfile.TemporaryDirectory() as out:
+        command = [sys.executable, "train.py", "--config", "configs/imagenette_grid.yaml", "data.dataset=imagefolder",
+                   f"data.root={root}", f"data.img_size={img_size}", "data.cache_dir=off", "model.dim=32",
+                   "model.depth=1", "model.heads=2", "train.epochs=1", "train.warmup_epochs=0", "train.img_sizes=[64]",
+                   "train.img_size_epochs=[]", "train.threads=1", f"out_dir={out}/run", "--no-progress"]
+        done = subprocess.run(command, cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True)
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    log(f"{images} images at {img_size} px in memory: exit {done.returncode}, peak RSS {peak:.0f} MB")
+    return {"kind": "in_memory", "data": root.name, "img_size": img_size, "images": images,
+            "decoded_mb": images * 3 * img_size**2 / 2**20, "returncode": done.returncode,
+            "last_line": (done.stdout.strip().splitlines() or [""])[-1], "peak_rss_mb": peak}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("throughput", "memory"))
-    parser.add_argument("folder", nargs="?", help="throughput: an image folder with train/<class>/<images>")
+    parser.add_argument("what", choices=("throughput", "memory", "in_memory"))
+    parser.add_argument("folder", nargs="?", help="throughput, in_memory: an image folder with train/ and val/")
+    parser.add_argument("--img-size", type=int, default=320, help="in_memory: data.img_size (default 320)")
     parser.add_argument("--out", required=True, help="folder for the JSON record")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sizes", default="64,224")
@@ -241,6 +268,10 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("throughput needs the image folder")
         record = throughput(Path(args.folder), args.rounds, [int(s) for s in args.sizes.split(",")],
                             [int(w) for w in args.workers.split(",")], log)
+    elif args.what == "in_memory":
+        if not args.folder:
+            parser.error("in_memory needs the image folder")
+        record = in_memory_peak(Path(args.folder).resolve(), args.img_size, log)
     else:
         with tempfile.TemporaryDirectory(dir=args.scratch) as scratch:
             record = memory([int(n) for n in args.images.split(",")], Path(scratch), log)

@@ -24,7 +24,8 @@ LONGEST = ("test_compare_script_trains_picks_and_evaluates", "test_timm_baseline
            "test_gpu_check_fits_the_recipe_to_its_time_and_summarises", "test_ctrl_c_stops_like_sigterm",
            "test_short_real_sst2_run_learns_above_chance", "test_short_real_cifar10_run_learns_well_above_chance",
            "test_killed_run_resumes_to_identical_weights_and_metrics")
-LONG_FILES = ("test_scripts.py", "test_reliability.py", "test_train.py", "test_bench.py", "test_benchmarks.py")
+LONG_FILES = ("test_scripts.py", "test_reliability.py", "test_train.py", "test_bench.py", "test_benchmarks.py",
+              "test_multinode.py", "test_memory_budget.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -168,7 +168,11 @@ def test_a_dead_worker_ends_a_command_in_one_line(capsys):
 
 def stream_worker_pids() -> list[int]:
     """The pids of this process's live children (the DataLoader's workers)."""
-    me = os.getpid()
+    return children_of(os.getpid())
+
+
+def children_of(me: int) -> list[int]:
+    """The pids of the live children of process ``me``."""
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -257,3 +261,46 @@ def test_a_jpeg_draft_decodes_at_a_smaller_scale_and_gives_nearly_the_same_view(
     assert (whole - drafted).abs().mean() < 2 and (whole - drafted).abs().max() < 12
     large, _ = loaded(open_image(data), (0, 0, 240, 240), (160, 160), draft=True)
     assert large.size == (320, 240)  # a view near the photograph's size is decoded whole
+
+
+def test_sigterm_to_the_whole_process_group_checkpoints_at_the_step_and_resumes_exactly(tmp_path):
+    """A scheduler (or Ctrl-C) signals every process of the job: the workers ignore it, the training process stops
+    after its step with a checkpoint, and the resumed run ends as the uninterrupted one."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    folder = photo_folder(tmp_path / "data", per_class=40)  # 120 images: 30 steps an epoch
+    args = [sys.executable, str(ROOT / "train.py"), "--config", str(ROOT / "configs" / "imagenette.yaml"),
+            f"data.root={folder}", "data.dataset=imagefolder", "data.loader=stream", "data.workers=1",
+            "model.dim=32", "model.depth=1", "model.heads=2", "train.img_sizes=[16]", "train.img_size_epochs=[]",
+            "train.epochs=3", "train.batch_size=4", "model.img_size=16", "train.compile=false", "train.threads=1",
+            "--no-progress"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    reference = subprocess.run([*args, f"out_dir={tmp_path / 'whole'}"], env=env, capture_output=True, text=True)
+    assert reference.returncode == 0, reference.stderr[-2000:]
+    run = tmp_path / "stopped"
+    proc = subprocess.Popen([*args, f"out_dir={run}"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not (run / "metrics.jsonl").is_file():
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() else "no epoch"
+        time.sleep(0.05)
+    while not children_of(proc.pid):  # the next epoch's worker is up
+        assert time.monotonic() < deadline and proc.poll() is None, "no worker"
+        time.sleep(0.02)
+    time.sleep(0.3)
+    os.killpg(proc.pid, signal.SIGTERM)  # the training process and its worker alike
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 75, err[-2000:]
+    assert "preempted by SIGTERM" in err and "worker" not in err
+    resumed = subprocess.run([*args[:2], "--resume", str(run), "--no-progress"], env=env, capture_output=True,
+                             text=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    a, b = (torch.load(r / "checkpoint.pt", weights_only=True)["model"] for r in (tmp_path / "whole", run))
+    assert all(torch.equal(v, b[k]) for k, v in a.items())
+    timing = {"img_per_s", "elapsed_s", "finished_at"}
+    records = [[{k: v for k, v in json.loads(line).items() if k not in timing}
+                for line in (r / "metrics.jsonl").read_text().splitlines()] for r in (tmp_path / "whole", run)]
+    assert records[0] == records[1]

@@ -59,8 +59,22 @@ def bench_loader_memory(root: Path) -> str:
             f"{record['batches']} batches of {record['batch']} at {record['px']} px; `{record['command']}`\n")
 
 
+def bench_in_memory(root: Path) -> str:
+    """The in-memory path on full-size photographs: whether it trained, its peak against the decoded set."""
+    record = _record(root, "in_memory")
+    if record is None:
+        return "(no record yet: run benchmarks/loaders.py in_memory)\n"
+    trained = "yes" if record["returncode"] == 0 else f"no (exit {record['returncode']})"
+    table = markdown(["data", "stored at (px)", "images", "decoded (MB)", "trained", "peak RSS (MB)",
+                      "peak over decoded"],
+                     [[record["data"], str(record["img_size"]), f"{record['images']:,}", f"{record['decoded_mb']:.0f}",
+                       trained, f"{record['peak_rss_mb']:.0f}", f"{record['peak_rss_mb'] / record['decoded_mb']:.2f}"]])
+    return f"{table}\n{_machine(record)}, torch {record['torch']}, {record['date']}; `{record['command']}`\n"
+
+
 #: This study's tables: name -> function of the repository root -> markdown (scripts/report.py).
 TABLES: dict[str, Callable[[Path], str]] = {
     "bench-loaders": bench_loaders,
     "bench-loader-memory": bench_loader_memory,
+    "bench-in-memory": bench_in_memory,
 }

@@ -70,6 +70,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "table:bench-new-pes",
         "table:bench-loaders",
         "table:bench-loader-memory",
+        "table:bench-in-memory",
         "value:bench-checks x1",
         "value:bench-img-s x2",
         "value:bench-overhead x2",

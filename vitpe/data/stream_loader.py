@@ -22,6 +22,7 @@ counted); a worker that dies is named in one line, never a hang.
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import Iterator
 
@@ -120,6 +121,7 @@ class StreamLoader(ShardedBatches):
         self.skipped = 0  # unreadable images left out so far (skip_unreadable)
         self.loader = DataLoader(Views(index, self.view), batch_sampler=self.sampler, num_workers=workers,
                                  collate_fn=collate, pin_memory=self.device.type == "cuda",
+                                 worker_init_fn=ignore_stop_signals if workers else None,
                                  persistent_workers=False)  # workers forked per pass: none inherits another's
 
     def size_of_step(self, epoch: int, step: int) -> tuple[int, int]:
@@ -186,6 +188,13 @@ class StreamLoader(ShardedBatches):
                             skip_unreadable=self.skip_unreadable, device=self.device)
 
 
+def ignore_stop_signals(worker_id: int) -> None:
+    """A worker ignores SIGTERM and SIGINT: a scheduler or Ctrl-C signals the whole process group, and the training
+    process, not its workers, decides when to stop (after its step, with a checkpoint); the workers end with it."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def worker_death(err: BaseException) -> str | None:
     """The one line for torch's error about a DataLoader worker that died or was killed (raised where the main
     process is when it learns of it), else None."""
@@ -194,8 +203,9 @@ def worker_death(err: BaseException) -> str | None:
         text = f"the connection to a DataLoader worker broke off ({type(err).__name__}: {err})"
     elif not isinstance(err, RuntimeError) or not text.startswith("DataLoader worker"):
         return None
-    return (f"a data-loading worker stopped: {text.splitlines()[0]} (out of memory kills workers with signal 9: lower "
-            f"data.workers or the batch size); the last checkpoint is intact, --resume continues from it")
+    hint = " (the out-of-memory killer's signal: lower data.workers or the batch size)" if "Killed" in text else ""
+    return (f"a data-loading worker stopped: {text.splitlines()[0].strip()}{hint}; the last checkpoint is intact, "
+            f"--resume continues from it")
 
 
 def _prefetched(batches: Iterator, device: torch.device) -> Iterator:
