@@ -304,3 +304,24 @@ def test_sigterm_to_the_whole_process_group_checkpoints_at_the_step_and_resumes_
     records = [[{k: v for k, v in json.loads(line).items() if k not in timing}
                 for line in (r / "metrics.jsonl").read_text().splitlines()] for r in (tmp_path / "whole", run)]
     assert records[0] == records[1]
+
+
+def test_eval_py_evaluates_a_stream_run_from_the_photographs_at_each_size(tmp_path):
+    import json
+
+    import eval as eval_cli
+
+    folder = photo_folder(tmp_path / "data", per_class=4)
+    run = tmp_path / "run"
+    assert train_cli.main(["--config", str(ROOT / "configs" / "imagenette.yaml"), "data.dataset=imagefolder",
+                           f"data.root={folder}", "data.loader=stream", "model.dim=32", "model.depth=1",
+                           "model.heads=2", "train.img_sizes=[16]", "train.img_size_epochs=[]", "train.epochs=1",
+                           "train.batch_size=4", "model.img_size=16", "train.compile=false", f"out_dir={run}",
+                           "--no-progress"]) == 0
+    out = tmp_path / "sweep"
+    assert eval_cli.main([str(run), "--resolutions", "16,32", "--pe-resize", "interpolate", "--out", str(out)]) == 0
+    records = json.loads((out / "resolution.json").read_text())
+    at_16 = next(r for r in records if r["resolution"] == 16)
+    final = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
+    assert at_16["accuracy"] == pytest.approx(final["test_acc"])  # the training's own test: the same views
+    assert {r["resolution"] for r in records} == {16, 32} and at_16["n"] == 12

@@ -16,7 +16,9 @@ from tqdm import tqdm
 from vitpe.atomic_files import write_text_atomic
 from vitpe.config import ConfigError, config_from_dict, eval_size, group_key, parse_override
 from vitpe.data import BatchLoader, ImageSet
-from vitpe.data.from_config import load_image_split
+from vitpe.data.from_config import load_image_split, stream_split
+from vitpe.data.stream_loader import Selection, StreamLoader
+from vitpe.data.stream_views import EvalView
 from vitpe.data.loader import ShardedBatches
 from vitpe.engine.loop import evaluate
 from vitpe.loading.checkpoint import CheckpointError, build_from_checkpoint, evaluation_fingerprint, load_checkpoint
@@ -188,22 +190,30 @@ def evaluate_run(run: Run, sizes: Iterable[Size], modes: Iterable[str], *, test_
     """Accuracy and loss of ``run`` at every size in every resize mode; impossible combinations carry a reason.
     The first ``limit`` images of the whole test split (0: all of them, whatever ``data.test_limit`` the run trained
     with), under ``precision`` (None: the run's own ``train.precision``, so that its training size reproduces the
-    run's own final evaluation)."""
+    run's own final evaluation). A run trained with ``data.loader=stream`` is evaluated through the stream loader: at
+    each size the centred square of each photograph, resampled from the photograph itself."""
     config = run.config
     if config.task != "image":
         raise ValueError(f"{run.name} is a {config.task} run: evaluate it over sequence lengths (--lengths)")
     config.data.root = data_root_for_evaluation(config.data.root, data_root)
     config.data.test_limit = 0  # --limit alone decides how many images
     precision = evaluation_precision(run, precision)
-    if test_set is None:
-        test_set = load_image_split(config, "test")
-    test_set = test_set.limit(limit)
+    streamed = test_set is None and config.data.loader == "stream"
+    if streamed:  # each size's views made from the photographs themselves, as the run was tested in training
+        test_index = stream_split(config, "test")
+        test_index = Selection(test_index, range(min(limit, len(test_index)))) if limit > 0 else test_index
+    else:
+        test_set = (load_image_split(config, "test") if test_set is None else test_set).limit(limit)
     model = build_from_checkpoint(run.ckpt, use_ema).to(device)
     norm = run.ckpt["normalization"]
     records = []
     for size in sizes:
-        loader = BatchLoader(test_set, batch_size_for(size, model.patch_size, batch_size), train=False,
-                             mean=norm["mean"], std=norm["std"], img_sizes=[size], device=device)
+        batch = batch_size_for(size, model.patch_size, batch_size)
+        loader = StreamLoader(test_index, batch, train=False, mean=norm["mean"], std=norm["std"], img_sizes=[size],
+                              workers=config.data.workers, view=EvalView(draft=config.data.jpeg_draft),
+                              device=device) if streamed else \
+            BatchLoader(test_set, batch, train=False, mean=norm["mean"], std=norm["std"], img_sizes=[size],
+                        device=device)
         base = {"run": run.name, "pe": config.model.pe, "resolution": resolution_label(size), "height": size[0],
                 "width": size[1], "train_resolution": eval_size(config), "group": run.group,
                 "precision": precision}
