@@ -43,6 +43,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "table:imagenette-grid-resolution",
         "table:imagenette-grid-ranking",
         "table:imagenette-grid-remedies",
+        "table:imagewoof-stream",
         "value:cell x15",
         "value:cell-gap x19",
         "value:cell-range x6",

@@ -1,4 +1,5 @@
-"""Data: in-memory image sets and a batched, seeded, augmenting loader."""
+"""Data: in-memory image sets and their batch loader (datasets, image_folder, loader); image folders and webdataset
+shards streamed through DataLoader workers (stream_index, stream_views, stream_loader, shards); text."""
 
 from vitpe.data.datasets import DataError, ImageSet, load_cifar, synthetic_images
 from vitpe.data.image_folder import load_folder_split, load_imagenette

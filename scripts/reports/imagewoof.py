@@ -1,0 +1,42 @@
+"""Imagewoof2-320: the stream loader against the in-memory path at the Imagenette grid's budget (``cpb``, three
+seeds), from the runs in ``results/imagewoof/{memory,stream}/``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from reports.records import markdown, mean_std, per_seed, read_run
+
+SEEDS = (0, 1, 2)
+LOADERS = {"memory": ("in memory (`configs/imagenette_grid.yaml data.dataset=imagewoof`): the centred squares "
+                      "decoded once at 160 px"),
+           "stream": ("streamed (`configs/imagewoof_stream.yaml`): each photograph decoded at its native aspect by a "
+                      "worker, cropped from the whole")}
+
+
+def finished_runs(root: Path, loader: str) -> dict[int, object]:
+    """The finished ``cpb_s<seed>`` runs of one loader, by seed."""
+    runs = {}
+    for seed in SEEDS:
+        folder = root / "results/imagewoof" / loader / f"cpb_s{seed}"
+        if (folder / "metrics.jsonl").is_file():
+            run = read_run(folder)
+            if run.finished:
+                runs[seed] = run
+    return runs
+
+
+def imagewoof_stream(root: Path) -> str:
+    """Test accuracy at 64 px per seed and its mean ± std, of each loader (no wall times: these runs shared the
+    machine with benchmarks that paused them)."""
+    rows = []
+    for loader, what in LOADERS.items():
+        runs = finished_runs(root, loader)
+        accuracies = {seed: run.accuracy for seed, run in runs.items()}
+        rows.append([what, per_seed(accuracies, SEEDS), mean_std(list(accuracies.values()))])
+    return markdown(["`cpb`, 30 epochs 40 → 64 px", "test acc. at 64 px, seeds 0 / 1 / 2 (%)", "mean ± std"], rows)
+
+
+#: This study's tables: name -> function of the repository root -> markdown (scripts/report.py).
+TABLES: dict[str, Callable[[Path], str]] = {"imagewoof-stream": imagewoof_stream}
