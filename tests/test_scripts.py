@@ -564,3 +564,26 @@ def test_sigterm_to_an_experiment_script_stops_its_lanes_at_a_checkpoint_and_the
     assert again.returncode == 0, again.stderr[-2000:]  # the same command resumed it to the end
     epochs = [json.loads(line)["epoch"] for line in (runs / "long" / "metrics.jsonl").read_text().splitlines()]
     assert epochs == list(range(1, 41))
+
+
+def test_imagewoof_stream_script_trains_both_loaders_side_by_side_and_keeps_their_records(tmp_path):
+    from conftest import photo_folder
+
+    photo_folder(tmp_path / "data" / "imagewoof2-320", per_class=4)
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "VITPE_DATA": str(tmp_path / "data"),
+           "SEEDS": "0", "JOBS": "2", "RECORDS": str(tmp_path / "kept"),
+           "EXTRA": "data.img_size=32 model.dim=32 model.depth=1 model.heads=2 train.epochs=2 train.batch_size=4 "
+                    "train.img_sizes=[16] train.img_size_epochs=[] model.img_size=16 train.warmup_epochs=0"}
+    runs = tmp_path / "imagewoof"
+    done = subprocess.run(["bash", "scripts/imagewoof_stream.sh", str(runs)], cwd=ROOT, env=env, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for loader in ("memory", "stream"):
+        config = yaml.safe_load((runs / loader / "cpb_s0" / "config.yaml").read_text())
+        assert (config["data"]["dataset"], config["data"]["loader"]) == ("imagewoof", loader)
+        assert (tmp_path / "kept" / loader / "cpb_s0" / "metrics.jsonl").is_file()
+    logs = {loader: (runs / loader / "cpb_s0.log").read_text() for loader in ("memory", "stream")}
+    again = subprocess.run(["bash", "scripts/imagewoof_stream.sh", str(runs)], cwd=ROOT, env=env,
+                           capture_output=True, text=True)  # both finished: nothing trains again
+    assert again.returncode == 0
+    assert all((runs / loader / "cpb_s0.log").read_text() == log for loader, log in logs.items())
