@@ -532,7 +532,7 @@ def test_a_failed_lane_stops_the_trainings_beside_it_and_the_script_waits_for_th
                     f' esac\nexec {sys.executable} "$@"\n')
     held.chmod(0o755)
     variants = tmp_path / "variants.txt"
-    variants.write_text("slow train.epochs=500\nbad model.pe=nope\n")
+    variants.write_text("slow train.epochs=5000\nbad model.pe=nope\n")  # slow: still training when bad fails
     done = subprocess.run(["bash", "scripts/variants.sh", "configs/smoke.yaml", str(variants), str(runs)], cwd=ROOT,
                           env=_lanes_env(str(held)), capture_output=True, text=True, timeout=300)
     assert done.returncode != 0 and f"failed: {runs}/bad (see {runs}/bad.log)" in done.stderr
