@@ -325,3 +325,37 @@ def test_eval_py_evaluates_a_stream_run_from_the_photographs_at_each_size(tmp_pa
     final = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
     assert at_16["accuracy"] == pytest.approx(final["test_acc"])  # the training's own test: the same views
     assert {r["resolution"] for r in records} == {16, 32} and at_16["n"] == 12
+
+
+def test_the_cuda_prefetcher_yields_every_batch_in_order(monkeypatch):
+    """The side-stream prefetch (CUDA only) keeps one batch ahead and loses none: its control flow checked on the
+    CPU with torch.cuda's stream calls stood in for."""
+    import contextlib
+
+    from vitpe.data import stream_loader
+
+    class Stream:
+        waited = 0
+
+        def __init__(self, device=None):
+            pass
+
+        def wait_stream(self, other):
+            Stream.waited += 1
+
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream())
+    monkeypatch.setattr(torch.Tensor, "record_stream", lambda self, stream: None)
+    pulled = []
+
+    def batches():
+        for i in range(5):
+            pulled.append(i)
+            yield torch.full((2,), i), torch.tensor([i])
+
+    seen = []
+    for x, y in stream_loader._prefetched(batches(), torch.device("cpu")):
+        seen.append(int(y))
+        assert pulled[-1] == min(int(y) + 1, 4)  # the next batch is already queued while this one is used
+    assert seen == [0, 1, 2, 3, 4] and Stream.waited == 5
