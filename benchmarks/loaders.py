@@ -9,8 +9,8 @@ over many images. From the repository root:
 - ``vitpe``: :class:`vitpe.data.stream_loader.StreamLoader` (``data.loader=stream``), and ``vitpe_draft`` the same
   with ``data.jpeg_draft=true`` (a JPEG decoded at the smallest DCT scale that holds its view: the same crops, the
   decoder's own downscaling before the bicubic one);
-- ``timm``: timm's ``create_loader`` over its ``ImageDataset`` with its prefetcher (uint8 from the workers, normalised in
-  the main process), colour jitter and random erasing off;
+- ``timm``: timm's ``create_loader`` over its ``ImageDataset`` with its prefetcher (uint8 from the workers,
+  normalised in the main process), colour jitter and random erasing off;
 - ``torchvision``: ``ImageFolder`` + ``DataLoader`` with the transforms torchvision's documentation shows
   (``RandomResizedCrop``, ``RandomHorizontalFlip``, ``ToImage``, ``ToDtype(float32, scale=True)``, ``Normalize``);
 
@@ -23,8 +23,8 @@ and each ratio the median of the rounds' paired ratios.
 ``memory``: peak memory of a stream loader (2 workers, 32 px, batches of 64, 40 batches) over a generated folder of
 N small JPEGs, each N in a fresh process: the proportional set size (PSS: shared pages split between the processes
 that share them) of the main process and its workers summed after each batch, the largest sum kept, and the main
-process's own peak resident memory (VmHWM). The folders are written under ``--scratch`` (default: a temporary folder) and
-removed after.
+process's own peak resident memory (VmHWM). The folders are written under ``--scratch`` (default: a temporary
+folder) and removed after.
 
 ``in_memory``: the in-memory path (``data.loader=memory``) on a folder of photographs stored at ``--img-size`` (320:
 Imagewoof2-320 at its full size), one epoch of a tiny model in a fresh process: whether it trains, and its peak

@@ -49,8 +49,8 @@ PEAK = """
     def status(key):
         return int(next(l for l in Path('/proc/self/status').read_text().splitlines() if l.startswith(key)).split()[1])
 
-    config = load_config('configs/imagenette.yaml', ['data.dataset=imagefolder', 'data.root={root}', 'data.img_size=160',
-                                                    'data.cache_dir={cache}'])
+    config = load_config('configs/imagenette.yaml', ['data.dataset=imagefolder', 'data.root={root}',
+                                                    'data.img_size=160', 'data.cache_dir={cache}'])
     for attempt in range(2):  # decoded (and the cache written), then loaded from the cache
         Path('/proc/self/clear_refs').write_text('5')  # the peak starts again from here
         before = status('VmRSS:')

@@ -52,8 +52,9 @@ def bench_loader_memory(root: Path) -> str:
     smallest = rows[0]
     table = markdown(["images", "peak PSS, main + workers (MB)", "PSS over the smallest", "main process peak RSS (MB)",
                       "RSS over the smallest"],
-                     [[f"{r['images']:,}", f"{r['peak_pss_mb']:.0f}", f"{r['peak_pss_mb'] / smallest['peak_pss_mb']:.3f}",
-                       f"{r['main_peak_rss_mb']:.0f}", f"{r['main_peak_rss_mb'] / smallest['main_peak_rss_mb']:.3f}"]
+                     [[f"{r['images']:,}", f"{r['peak_pss_mb']:.0f}",
+                       f"{r['peak_pss_mb'] / smallest['peak_pss_mb']:.3f}", f"{r['main_peak_rss_mb']:.0f}",
+                       f"{r['main_peak_rss_mb'] / smallest['main_peak_rss_mb']:.3f}"]
                       for r in rows])
     return (f"{table}\n{_machine(record)}, torch {record['torch']}, {record['date']}; {record['workers']} workers, "
             f"{record['batches']} batches of {record['batch']} at {record['px']} px; `{record['command']}`\n")

@@ -21,7 +21,8 @@ from vitpe.config.validate import (DATASETS, FOLDER_DATASETS, IMAGE_DATASETS, IN
 
 __all__ = [
     "COMPILE_MODES", "DATASETS", "FOLDER_DATASETS", "IMAGE_DATASETS", "INIT_PREFIXES", "PAD_MODES", "TASKS",
-    "TEXT_DATASETS", "WARMUP_START", "Config", "ConfigError", "DataConfig", "ModelConfig", "TrainConfig", "all_warmup_note",
+    "TEXT_DATASETS", "WARMUP_START", "Config", "ConfigError", "DataConfig", "ModelConfig", "TrainConfig",
+    "all_warmup_note",
     "check_pe", "config_from_dict", "default_data_root", "dump_config", "eval_size", "fit_size_schedule",
     "given_keys", "group_key", "load_config", "parse_override", "reference_grid_note", "reference_length",
     "reference_size", "split_epochs", "to_dict", "typed_override", "validate",

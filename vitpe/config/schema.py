@@ -48,8 +48,8 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
-    dataset: str = "cifar10"  # image: cifar10 | cifar100 | imagenette | imagewoof | imagefolder | synthetic; text: sst2 |
-    # order | adjacent
+    dataset: str = "cifar10"  # image: cifar10 | cifar100 | imagenette | imagewoof | imagefolder | synthetic;
+    # text: sst2 | order | adjacent
     root: str = field(default_factory=default_data_root)
     img_size: int = 32  # native size the images are stored at (imagenette / imagefolder: shortest side resized to it,
     # centred square kept)

@@ -146,8 +146,9 @@ def build_run_data(config: Config, ckpt: dict[str, Any] | None, device: torch.de
 
 
 def stream_split(config: Config, split: str) -> SampleIndex:
-    """The ``split`` of :func:`folder_root` (an image folder or shards) for the stream loader, in the fixed shuffled order of the in-memory path (:data:`ORDER_SEED`), so that
-    ``data.train_limit`` and ``data.val_split`` take the same kind of sample; the limit applied."""
+    """The ``split`` of :func:`folder_root` (an image folder or shards) for the stream loader, in the fixed shuffled
+    order of the in-memory path (:data:`ORDER_SEED`), so that ``data.train_limit`` and ``data.val_split`` take the same
+    kind of sample; the limit applied."""
     d = config.data
     index = open_index(folder_root(config), split)
     order = torch.randperm(len(index), generator=torch.Generator().manual_seed(ORDER_SEED)).numpy()

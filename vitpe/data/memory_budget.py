@@ -86,5 +86,5 @@ def check_fits(size: int, what: str) -> None:
     need, room = size * PEAK_FACTOR, available_memory()
     if need > room:
         raise DataError(f"{what} needs {need / GIB:.1f} GiB of memory decoded (with its peak) but this process has "
-                        f"{room / GIB:.1f} GiB available: use data.loader=stream (images decoded as batches need them), "
-                        f"or a smaller data.img_size")
+                        f"{room / GIB:.1f} GiB available: use data.loader=stream (images decoded as batches need "
+                        f"them), or a smaller data.img_size")
