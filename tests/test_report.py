@@ -633,3 +633,30 @@ def test_markers_of_a_page_that_is_not_there_is_one_line_naming_it():
                                   "the repository, e.g. RESULTS.md)"
     shown = run("--markers", "README.md")
     assert shown.returncode == 0 and shown.stdout.startswith("('table:recipe-pes-short',")
+
+
+def _imagewoof_run(root: Path, loader: str, seed: int, acc: float, epochs: int = 30) -> None:
+    folder = root / "results/imagewoof" / loader / f"cpb_s{seed}"
+    folder.mkdir(parents=True)
+    (folder / "config.yaml").write_text("model: {pe: cpb}\ntrain: {epochs: 30}\n")
+    (folder / "metrics.jsonl").write_text("".join(json.dumps({"epoch": e + 1, "test_acc": acc / 100, "elapsed_s": 60})
+                                                  + "\n" for e in range(epochs)))
+
+
+def test_the_imagewoof_answer_waits_for_every_seed_then_sets_the_gap_against_the_spread(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from reports.imagewoof import imagewoof_stream, imagewoof_verdict
+
+    for seed, (memory, stream) in enumerate([(60.0, 61.0), (62.0, 61.5), (61.0, 62.5)]):
+        _imagewoof_run(tmp_path, "memory", seed, memory)
+        _imagewoof_run(tmp_path, "stream", seed, stream, epochs=30 if seed < 2 else 12)  # seed 2 still training
+    assert imagewoof_verdict(tmp_path) == "not answered yet: 1 of 6 runs are still training"
+    assert "| 61.00 / 61.50 / … |" in imagewoof_stream(tmp_path)
+    shutil.rmtree(tmp_path / "results/imagewoof/stream/cpb_s2")
+    _imagewoof_run(tmp_path, "stream", 2, 62.5)
+    assert imagewoof_verdict(tmp_path) == ("streamed 61.7 ± 0.8% against 61.0 ± 1.0% in memory: a gap of +0.7 points, "
+                                           "within the seeds' spread (the larger standard deviation, 1.0)")
+    for seed, stream in enumerate([66.0, 67.0, 66.5]):
+        shutil.rmtree(tmp_path / f"results/imagewoof/stream/cpb_s{seed}")
+        _imagewoof_run(tmp_path, "stream", seed, stream)
+    assert "a gap of +5.5 points, outside the seeds' spread" in imagewoof_verdict(tmp_path)

@@ -3,10 +3,11 @@ seeds), from the runs in ``results/imagewoof/{memory,stream}/``."""
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Callable
 
-from reports.records import markdown, mean_std, per_seed, read_run
+from reports.records import markdown, mean_std, per_seed, read_run, with_sign
 
 SEEDS = (0, 1, 2)
 LOADERS = {"memory": ("in memory (`configs/imagenette_grid.yaml data.dataset=imagewoof`): the centred squares "
@@ -38,5 +39,23 @@ def imagewoof_stream(root: Path) -> str:
     return markdown(["`cpb`, 30 epochs 40 → 64 px", "test acc. at 64 px, seeds 0 / 1 / 2 (%)", "mean ± std"], rows)
 
 
+def imagewoof_verdict(root: Path) -> str:
+    """The sentence's answer: the streamed mean against the in-memory mean, their gap, and whether the gap is within
+    the larger of the two seeds' standard deviations; what is still training while any seed is."""
+    runs = {loader: finished_runs(root, loader) for loader in LOADERS}
+    missing = sum(len(SEEDS) - len(r) for r in runs.values())
+    if missing:
+        return f"not answered yet: {missing} of {2 * len(SEEDS)} runs are still training"
+    acc = {loader: [run.accuracy for run in r.values()] for loader, r in runs.items()}
+    gap = statistics.fmean(acc["stream"]) - statistics.fmean(acc["memory"])
+    spread = max(statistics.stdev(acc["stream"]), statistics.stdev(acc["memory"]))
+    within = "within" if abs(gap) <= spread else "outside"
+    return (f"streamed {mean_std(acc['stream'])}% against {mean_std(acc['memory'])}% in memory: a gap of "
+            f"{with_sign(gap)} points, {within} the seeds' spread (the larger standard deviation, {spread:.1f})")
+
+
 #: This study's tables: name -> function of the repository root -> markdown (scripts/report.py).
 TABLES: dict[str, Callable[[Path], str]] = {"imagewoof-stream": imagewoof_stream}
+
+#: This study's numbers inside sentences (scripts/report.py's ``<!-- value: NAME -->``).
+VALUES: dict[str, Callable[[Path], str]] = {"imagewoof-verdict": imagewoof_verdict}

@@ -49,6 +49,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "value:cell-range x6",
         "value:cell-range-unsigned x3",
         "value:column-range x3",
+        "value:imagewoof-verdict x1",
         "value:rank-correlation x1",
         "value:ranked x3",
         "value:run-accuracy x4",
