@@ -90,3 +90,20 @@ def test_bad_arguments_give_clear_errors():
         vitpe.pe.build("alibi", dim=DIM, heads=HEADS, depth=1, grid=(4, 4), resize="stretch")
     with pytest.raises(ValueError, match="before_block"):
         vitpe.pe.build("peg", dim=DIM, heads=HEADS, depth=1, grid=(4, 4))
+
+
+def test_import_vitpe_pe_needs_torch_alone():
+    """``import vitpe.pe`` in a fresh process imports torch and vitpe's PE code only: none of timm, torchvision,
+    yaml, matplotlib, vitpe's models, data or weight loading; ``vitpe.ViT`` still comes on first use."""
+    import subprocess
+    import sys
+
+    code = ("import sys, vitpe.pe\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('timm', 'torchvision', 'yaml', 'matplotlib')"
+            " or (m.startswith('vitpe.') and not m.startswith('vitpe.pe')))\n"
+            "print(heavy)\n"
+            "import vitpe\n"
+            "print(vitpe.ViT.__name__, vitpe.from_timm.__name__)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["[]", "ViT from_timm"]
