@@ -1,7 +1,8 @@
 """Named ViT sizes, registered in timm's model registry.
 
-After ``import vitpe``, ``timm.create_model("vitpe_tiny_patch4_32", pe="rope_mixed", num_classes=100)`` builds a
-:class:`~vitpe.models.vit.ViT`; any ViT keyword overrides the preset. There are no pretrained weights.
+After ``import timm, vitpe`` (or any use of vitpe's models), ``timm.create_model("vitpe_tiny_patch4_32",
+pe="rope_mixed", num_classes=100)`` builds a :class:`~vitpe.models.vit.ViT`; any ViT keyword overrides the preset.
+There are no pretrained weights.
 
 =========================  =====  =====  =====  =========  =======================================================
 name                       dim    depth  heads  mlp_ratio  intended use
