@@ -19,7 +19,8 @@ from vitpe.data import DataError
 from vitpe.data.from_config import build_run_data
 from vitpe.data.stream_index import FolderIndex, ShardIndex, open_index
 from vitpe.data.stream_loader import Selection, StreamLoader, stream_channel_stats
-from vitpe.data.stream_views import EvalView, TrainView, decode
+from vitpe.data.datasets import decode
+from vitpe.data.stream_views import EvalView, TrainView
 from vitpe.data.shards import write_shards
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -250,7 +251,8 @@ def test_a_selection_reads_through_to_its_index(tmp_path):
 def test_a_jpeg_draft_decodes_at_a_smaller_scale_and_gives_nearly_the_same_view(tmp_path):
     from PIL import Image
 
-    from vitpe.data.stream_views import loaded, open_image
+    from vitpe.data.datasets import open_image
+    from vitpe.data.stream_views import loaded
 
     ramp = np.linspace(0, 255, 320)[None, :, None] * np.ones((240, 1, 3))
     Image.fromarray(ramp.astype(np.uint8)).save(tmp_path / "a.jpg", quality=95)

@@ -7,6 +7,7 @@ Missing or corrupt data is a :class:`DataError` that says what is wrong and wher
 
 from __future__ import annotations
 
+import io
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,17 +103,51 @@ def load_cifar(root: str | Path, name: str, split: str) -> ImageSet:
     return ImageSet(torch.cat(images), torch.cat(labels), classes)
 
 
-def read_image(path: str | Path):
-    """The RGB PIL image at ``path``; a file that is not a readable image is a :class:`DataError` naming it and its
-    folder (nothing is skipped silently)."""
+UNREADABLE = (OSError, ValueError, SyntaxError)  # what PIL raises for a file that is not a whole image
+
+
+def unreadable(name: str, err: BaseException) -> DataError:
+    """The one line for an image that cannot be read."""
+    return DataError(f"{name} is not a readable image ({type(err).__name__}: {err}); remove or replace it, or set "
+                     f"data.skip_unreadable=true to skip such images with a count")
+
+
+def open_image(data: bytes):
+    """The PIL image encoded in ``data``, opened (its size known) but not yet decoded; what is not an image raises one
+    of :data:`UNREADABLE` (the caller names the file: :func:`unreadable`)."""
     from PIL import Image
 
     try:
-        with Image.open(path) as image:
-            return image.convert("RGB")
-    except (OSError, ValueError, Image.DecompressionBombError) as err:
-        raise DataError(f"{path} is not a readable image ({type(err).__name__}: {err}); remove or replace it in "
-                        f"{Path(path).parent}") from None
+        return Image.open(io.BytesIO(data))
+    except Image.DecompressionBombError as err:
+        raise ValueError(str(err)) from None
+
+
+def as_rgb(image):
+    """``image`` decoded, in RGB: itself where it already is (no copy), else converted."""
+    if image.mode == "RGB":
+        image.load()
+        return image
+    return image.convert("RGB")
+
+
+def decode(data: bytes, name: str):
+    """The RGB PIL image encoded in ``data``, decoded whole; a :class:`DataError` naming ``name`` when it is not a
+    readable image (truncated, not an image, too large)."""
+    try:
+        return as_rgb(open_image(data))
+    except UNREADABLE as err:
+        raise unreadable(name, err) from None
+
+
+def read_image(path: str | Path):
+    """The RGB PIL image at ``path`` (:func:`decode`); a file that cannot be read or is not a readable image is a
+    :class:`DataError` naming it (nothing is skipped silently)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as err:
+        raise unreadable(str(path), err) from None
+    return decode(data, str(path))
 
 
 def image_folder(folder: str | Path, transform=None):

@@ -83,16 +83,28 @@ def class_folders(folder: Path) -> list[Path]:
     return [d for d in sorted(folder.iterdir()) if d.is_dir() and not d.name.startswith(".")]
 
 
+def image_files(folder: Path) -> list[Path]:
+    """The image files under ``folder`` (any depth, any of :data:`IMAGE_EXTENSIONS` in any case), sorted."""
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
+
+
+def no_class_folders(folder: Path) -> DataError:
+    return DataError(f"{folder} has no class folders: expected {folder}/<class>/<images>")
+
+
+def empty_classes(folders: list[Path]) -> DataError:
+    return DataError(f"class folder(s) {', '.join(str(f) for f in folders)} hold no images (any of "
+                     f"{', '.join(IMAGE_EXTENSIONS)}): add images or remove the folder")
+
+
 def class_files(folder: Path) -> dict[str, list[Path]]:
     """``{class: [image files]}`` of ``folder/<class>/``, sorted; an empty class is a :class:`DataError`."""
-    classes = {d.name: sorted(p for p in d.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
-               for d in class_folders(folder)}
+    classes = {d.name: image_files(d) for d in class_folders(folder)}
     if not classes:
-        raise DataError(f"{folder} has no class folders: expected {folder}/<class>/<images>")
+        raise no_class_folders(folder)
     empty = [name for name, files in classes.items() if not files]
     if empty:
-        raise DataError(f"class folder(s) {', '.join(str(folder / n) for n in empty)} hold no images (any of "
-                        f"{', '.join(IMAGE_EXTENSIONS)}): add images or remove the folder")
+        raise empty_classes([folder / n for n in empty])
     return classes
 
 

@@ -22,7 +22,8 @@ from typing import Iterable
 import numpy as np
 
 from vitpe.data.datasets import DataError
-from vitpe.data.image_folder import IMAGE_EXTENSIONS, check_same_classes, class_folders, class_names, split_folder
+from vitpe.data.image_folder import (IMAGE_EXTENSIONS, check_same_classes, class_folders, class_names, empty_classes,
+                                     image_files, no_class_folders, split_folder)
 
 #: The files :mod:`vitpe.data.shards` writes beside a split's shards: the class list and the samples' positions.
 CLASSES_FILE, INDEX_FILE = "classes.json", "index.npz"
@@ -77,7 +78,7 @@ class FolderIndex(SampleIndex):
         self.folder = split_folder(root, split)
         self.classes = [d.name for d in class_folders(self.folder)]
         if not self.classes:
-            raise DataError(f"{self.folder} has no class folders: expected {self.folder}/<class>/<images>")
+            raise no_class_folders(self.folder)
         if split != "train":
             train_folder = split_folder(root, "train")
             check_same_classes([d.name for d in class_folders(train_folder)], self.classes, train_folder,
@@ -88,16 +89,13 @@ class FolderIndex(SampleIndex):
         self.class_names = class_names(root, self.classes)
 
     def _class_files(self, name: str, counts: list[int]) -> list[str]:
-        """The image files under ``folder/name`` (any depth), relative to the split's folder, sorted; their count is
-        appended to ``counts``. A class without images is a :class:`DataError`."""
-        files = sorted(os.path.relpath(os.path.join(where, file), self.folder)
-                       for where, _, names in os.walk(self.folder / name) for file in names
-                       if os.path.splitext(file)[1].lower() in IMAGE_EXTENSIONS)
+        """The image files of class ``name`` as the in-memory path lists them (:func:`image_files`), relative to the
+        split's folder; their count is appended to ``counts``. A class without images is a :class:`DataError`."""
+        files = image_files(self.folder / name)
         if not files:
-            raise DataError(f"class folder(s) {self.folder / name} hold no images (any of "
-                            f"{', '.join(IMAGE_EXTENSIONS)}): add images or remove the folder")
+            raise empty_classes([self.folder / name])
         counts.append(len(files))
-        return files
+        return [path.relative_to(self.folder).as_posix() for path in files]
 
     def read(self, i: int) -> bytes:
         path = os.path.join(self.folder, self.paths[i])

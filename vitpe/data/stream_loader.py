@@ -30,10 +30,10 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from vitpe.data.datasets import DataError
+from vitpe.data.datasets import UNREADABLE, DataError, open_image, unreadable
 from vitpe.data.loader import ChannelMoments, ShardedBatches, SizeSchedule, step_seed
 from vitpe.data.stream_index import SampleIndex
-from vitpe.data.stream_views import UNREADABLE, EvalView, TrainView, open_image, unreadable
+from vitpe.data.stream_views import EvalView, TrainView
 
 #: Salts that keep the draws of a sample's view and of a batch's size apart from each other and from the in-memory
 #: loader's.
@@ -118,7 +118,6 @@ class StreamLoader(ShardedBatches):
         self._shift, self._scale = self.mean * 255, self.std * 255  # (1, C, 1, 1): uint8 units
         self.view = view if view is not None else EvalView()
         self.sampler = EpochSteps(self)
-        self.skipped = 0  # unreadable images left out so far (skip_unreadable)
         self.loader = DataLoader(Views(index, self.view), batch_sampler=self.sampler, num_workers=workers,
                                  collate_fn=collate, pin_memory=self.device.type == "cuda",
                                  worker_init_fn=ignore_stop_signals if workers else None,
@@ -170,7 +169,6 @@ class StreamLoader(ShardedBatches):
                 raise DataError(f"every image of a batch is unreadable, e.g. {errors[0]}")
             yield images, labels
         if skipped:
-            self.skipped += skipped
             print(f"vitpe: skipped {skipped} unreadable image(s) in this pass over {len(self.index)} "
                   f"(data.skip_unreadable)", file=sys.stderr, flush=True)
 

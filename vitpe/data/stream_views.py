@@ -15,46 +15,16 @@ worker, rank or number of workers makes it, and the caller's generators are left
 from __future__ import annotations
 
 import contextlib
-import io
 import random
 from typing import Iterator
 
 import torch
 import torch.nn.functional as F
 
-from vitpe.data.datasets import DataError
+from vitpe.data.datasets import as_rgb
 from vitpe.data.loader import _build_randaugment
 
 RATIO = (3 / 4, 4 / 3)  # the random-resized crop's aspect-ratio range (torchvision's and timm's default)
-
-
-UNREADABLE = (OSError, ValueError, SyntaxError)  # what PIL raises for a file that is not a whole image
-
-
-def unreadable(name: str, err: BaseException) -> DataError:
-    """The one line for an image that cannot be read."""
-    return DataError(f"{name} is not a readable image ({type(err).__name__}: {err}); remove or replace it, or set "
-                     f"data.skip_unreadable=true to skip such images with a count")
-
-
-def open_image(data: bytes):
-    """The PIL image encoded in ``data``, opened (its size known) but not yet decoded; what is not an image raises one
-    of :data:`UNREADABLE` (the caller names the file: :func:`unreadable`)."""
-    from PIL import Image
-
-    try:
-        return Image.open(io.BytesIO(data))
-    except Image.DecompressionBombError as err:
-        raise ValueError(str(err)) from None
-
-
-def decode(data: bytes, name: str):
-    """The RGB PIL image encoded in ``data``, decoded whole; a :class:`DataError` naming ``name`` when it is not a
-    readable image (truncated, not an image, too large)."""
-    try:
-        return as_rgb(open_image(data))
-    except UNREADABLE as err:
-        raise unreadable(name, err) from None
 
 
 def loaded(image, box: tuple[int, int, int, int], size: tuple[int, int],
@@ -71,14 +41,6 @@ def loaded(image, box: tuple[int, int, int, int], size: tuple[int, int],
             fx, fy = image.size[0] / width, image.size[1] / height
             box = (box[0] * fx, box[1] * fy, box[2] * fx, box[3] * fy)
     return as_rgb(image), box
-
-
-def as_rgb(image):
-    """``image`` decoded, in RGB: itself where it already is (no copy), else converted."""
-    if image.mode == "RGB":
-        image.load()
-        return image
-    return image.convert("RGB")
 
 
 def centre_square_box(width: int, height: int) -> tuple[int, int, int, int]:
