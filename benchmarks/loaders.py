@@ -61,32 +61,32 @@ MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 BATCH, WARMUP, TIMED = 64, 2, 40
 
 
-def vitpe_loader(folder: Path, size: int, workers: int, draft: bool = False):
+def vitpe_loader(folder: Path, size: int, workers: int, batch: int, draft: bool = False):
     from vitpe.data.stream_index import open_index
     from vitpe.data.stream_loader import StreamLoader
     from vitpe.data.stream_views import TrainView
 
-    loader = StreamLoader(open_index(folder, "train"), BATCH, train=True, mean=list(MEAN), std=list(STD),
+    loader = StreamLoader(open_index(folder, "train"), batch, train=True, mean=list(MEAN), std=list(STD),
                           img_sizes=[size], view=TrainView(crop_scale=SCALE, hflip=True, draft=draft),
                           workers=workers)
     return loader.epoch(0)
 
 
-def vitpe_draft_loader(folder: Path, size: int, workers: int):
-    return vitpe_loader(folder, size, workers, draft=True)
+def vitpe_draft_loader(folder: Path, size: int, workers: int, batch: int):
+    return vitpe_loader(folder, size, workers, batch, draft=True)
 
 
-def timm_loader(folder: Path, size: int, workers: int):
+def timm_loader(folder: Path, size: int, workers: int, batch: int):
     from timm.data import ImageDataset, create_loader
 
-    loader = create_loader(ImageDataset(str(folder / "train")), input_size=(3, size, size), batch_size=BATCH,
+    loader = create_loader(ImageDataset(str(folder / "train")), input_size=(3, size, size), batch_size=batch,
                            is_training=True, use_prefetcher=True, scale=SCALE, ratio=RATIO, hflip=0.5, vflip=0.0,
                            color_jitter=None, auto_augment=None, re_prob=0.0, interpolation="bicubic", mean=MEAN,
                            std=STD, num_workers=workers, device=torch.device("cpu"), persistent_workers=False)
     return iter(loader)
 
 
-def torchvision_loader(folder: Path, size: int, workers: int):
+def torchvision_loader(folder: Path, size: int, workers: int, batch: int):
     from torchvision.datasets import ImageFolder
     from torchvision.transforms import v2
 
@@ -94,7 +94,7 @@ def torchvision_loader(folder: Path, size: int, workers: int):
                                                  interpolation=v2.InterpolationMode.BICUBIC, antialias=True),
                             v2.RandomHorizontalFlip(), v2.ToImage(), v2.ToDtype(torch.float32, scale=True),
                             v2.Normalize(MEAN, STD)])
-    loader = torch.utils.data.DataLoader(ImageFolder(str(folder / "train"), transform=transform), batch_size=BATCH,
+    loader = torch.utils.data.DataLoader(ImageFolder(str(folder / "train"), transform=transform), batch_size=batch,
                                          shuffle=True, num_workers=workers, drop_last=True)
     return iter(loader)
 
@@ -103,28 +103,28 @@ LOADERS = {"vitpe": vitpe_loader, "vitpe_draft": vitpe_draft_loader, "timm": tim
            "torchvision": torchvision_loader}
 
 
-def images_per_second(make, folder: Path, size: int, workers: int) -> float:
-    """Images per second over :data:`TIMED` batches after :data:`WARMUP` (the workers started, their queues full)."""
+def images_per_second(make, folder: Path, size: int, workers: int, batch: int, timed: int) -> float:
+    """Images per second over ``timed`` batches after :data:`WARMUP` (the workers started, their queues full)."""
     torch.manual_seed(0)
-    batches = make(folder, size, workers)
+    batches = make(folder, size, workers, batch)
     for _ in range(WARMUP):
         next(batches)
     start = time.perf_counter()
-    for _ in range(TIMED):
+    for _ in range(timed):
         images, _ = next(batches)
-        assert images.shape == (BATCH, 3, size, size) and images.dtype == torch.float32
+        assert images.shape == (batch, 3, size, size) and images.dtype == torch.float32
     seconds = time.perf_counter() - start
     del batches  # its workers stop
-    return TIMED * BATCH / seconds
+    return timed * batch / seconds
 
 
-def throughput(folder: Path, rounds: int, sizes: list[int], workers: list[int], log) -> dict:
+def throughput(folder: Path, rounds: int, sizes: list[int], workers: list[int], batch: int, timed: int, log) -> dict:
     cells = [(name, size, w) for name in LOADERS for size in sizes for w in workers]
     results: dict[str, list[float]] = {f"{n} {s} {w}": [] for n, s, w in cells}
     order = random.Random(0)
     for r in range(rounds):
         for name, size, w in order.sample(cells, len(cells)):
-            rate = images_per_second(LOADERS[name], folder, size, w)
+            rate = images_per_second(LOADERS[name], folder, size, w, batch, timed)
             results[f"{name} {size} {w}"].append(rate)
             log(f"round {r + 1}/{rounds}  {name:<11} {size:>3} px  {w} worker(s)  {rate:7.1f} img/s")
     rows = []
@@ -140,7 +140,7 @@ def throughput(folder: Path, rounds: int, sizes: list[int], workers: list[int], 
                     pairs = zip(results[f"{ours} {size} {w}"], results[f"{anchor} {size} {w}"])
                     row[f"{ours}_over_{anchor}"] = statistics.median(a / b for a, b in pairs)
             rows.append(row)
-    return {"kind": "throughput", "data": str(folder.name), "batch": BATCH, "warmup": WARMUP, "timed": TIMED,
+    return {"kind": "throughput", "data": str(folder.name), "batch": batch, "warmup": WARMUP, "timed": timed,
             "rounds": rounds, "scale": SCALE, "ratio": RATIO, "rows": rows}
 
 
@@ -253,7 +253,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=BATCH, help=f"throughput: images per batch (default {BATCH})")
     parser.add_argument("--timed", type=int, default=TIMED, help=f"throughput: timed batches (default {TIMED})")
     args = parser.parse_args(argv)
-    globals().update(BATCH=args.batch, TIMED=args.timed)  # the cells read them: a small run for the tests
     torch.set_num_threads(1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -267,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.folder:
             parser.error("throughput needs the image folder")
         record = throughput(Path(args.folder), args.rounds, [int(s) for s in args.sizes.split(",")],
-                            [int(w) for w in args.workers.split(",")], log)
+                            [int(w) for w in args.workers.split(",")], args.batch, args.timed, log)
     elif args.what == "in_memory":
         if not args.folder:
             parser.error("in_memory needs the image folder")

@@ -121,13 +121,13 @@ def resize_batch(images: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
 
 
 class SizeSchedule:
-    """Training sizes ``img_sizes`` ((h, w) each) over the epochs: with ``size_epochs`` (one count per size) each size
+    """Training sizes ``img_sizes`` (an int for a square, or (h, w)) over the epochs: with ``size_epochs`` (one count per size) each size
     for its count of epochs in turn (progressive resizing), the last one after the schedule ends."""
 
-    def __init__(self, img_sizes: list[tuple[int, int]], size_epochs: tuple | list = ()) -> None:
-        if size_epochs and len(size_epochs) != len(img_sizes):
-            raise ValueError(f"size_epochs {list(size_epochs)} needs one epoch count per image size {img_sizes}")
-        self.img_sizes = img_sizes
+    def __init__(self, img_sizes: tuple | list, size_epochs: tuple | list = ()) -> None:
+        self.img_sizes = [(size, size) if isinstance(size, int) else tuple(size) for size in img_sizes]  # (h, w)
+        if size_epochs and len(size_epochs) != len(self.img_sizes):
+            raise ValueError(f"size_epochs {list(size_epochs)} needs one epoch count per image size {self.img_sizes}")
         self.phase_ends = list(itertools.accumulate(size_epochs))  # the epoch at which each size's phase ends
 
     def of_epoch(self, epoch: int) -> tuple[int, int]:
@@ -197,9 +197,8 @@ class BatchLoader(ShardedBatches):
         self.images, self.labels = data.images.to(where), data.labels.to(where)  # (N, 3, H, W) uint8, (N,)
         self.mean = torch.tensor(mean, device=self.device).view(1, -1, 1, 1)  # (1, C, 1, 1)
         self.std = torch.tensor(std, device=self.device).view(1, -1, 1, 1)
-        self.img_sizes = [(size, size) if isinstance(size, int) else tuple(size) for size in img_sizes]  # (h, w)
-        self.sizes = SizeSchedule(self.img_sizes, size_epochs)
-        self.phase_ends = self.sizes.phase_ends
+        self.sizes = SizeSchedule(img_sizes, size_epochs)
+        self.img_sizes = self.sizes.img_sizes  # (h, w) each
         self.crop_padding, self.crop_pad_mode, self.hflip = crop_padding, crop_pad_mode, hflip
         self.crop_scale = tuple(crop_scale)  # empty: the padded crop; else a random-resized crop of this area range
         self.randaugment = _build_randaugment(randaugment) if train and randaugment else None
@@ -221,7 +220,7 @@ class BatchLoader(ShardedBatches):
                 with torch.random.fork_rng(devices=[]):
                     torch.manual_seed(step_seed(self.seed, epoch, step, salt=10_000 + self.rank))
                     images = torch.stack([self.randaugment(img) for img in images])
-            size = self.size_of_epoch(epoch) if self.phase_ends else \
+            size = self.size_of_epoch(epoch) if self.sizes.phase_ends else \
                 self.img_sizes[int(torch.randint(len(self.img_sizes), (1,), generator=g))]
         x = images.to(self.device, non_blocking=True).to(torch.float32, copy=True)  # (B, 3, H, W), our own copy:
         x.div_(255).sub_(self.mean).div_(self.std)  # normalised in place, the same arithmetic at a third of the time

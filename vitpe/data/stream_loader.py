@@ -111,8 +111,8 @@ class StreamLoader(ShardedBatches):
                  world: int = 1, device: torch.device | str = "cpu") -> None:
         super().__init__(index, batch_size, train=train, seed=seed, rank=rank, world=world, device=device)
         self.index, self.workers, self.skip_unreadable = index, workers, skip_unreadable
-        self.img_sizes = [(size, size) if isinstance(size, int) else tuple(size) for size in img_sizes]  # (h, w)
-        self.sizes = SizeSchedule(self.img_sizes, size_epochs)
+        self.sizes = SizeSchedule(img_sizes, size_epochs)
+        self.img_sizes = self.sizes.img_sizes  # (h, w) each
         self.mean = torch.tensor(mean, device=self.device).view(1, -1, 1, 1)  # (1, C, 1, 1)
         self.std = torch.tensor(std, device=self.device).view(1, -1, 1, 1)
         self._shift, self._scale = self.mean * 255, self.std * 255  # (1, C, 1, 1): uint8 units
