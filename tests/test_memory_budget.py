@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from vitpe.data.loader import channel_stats
-from vitpe.data.memory_budget import available_memory, check_fits
+from vitpe.data import memory_budget
+from vitpe.data.memory_budget import GIB, available_memory, check_fits
 from vitpe.data import DataError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,8 +107,16 @@ def test_statistics_in_chunks_are_the_whole_sets(tmp_path):
 
 
 def test_the_budget_is_the_least_room_and_a_refusal_says_what_to_do(monkeypatch):
-    room = available_memory()
-    assert 0 < room <= int(Path("/proc/meminfo").read_text().split("MemAvailable:")[1].split()[0]) * 1024
-    check_fits(room // 2, "a small set")
-    with pytest.raises(DataError, match=r"^imagewoof at 320 px needs .* GiB .* use data\.loader=stream"):
-        check_fits(room, "imagewoof at 320 px")
+    assert 0 < available_memory() < 2**63  # this machine's own figures are read (they move between reads)
+    # Pinned figures, so that the arithmetic is checked without racing the machine's free memory.
+    system = {"MemAvailable": 10 * GIB}
+    real_proc_values = memory_budget._proc_values
+    monkeypatch.setattr(memory_budget, "_proc_values",
+                        lambda path, *keys: system if path == "/proc/meminfo" else real_proc_values(path, *keys))
+    monkeypatch.setattr(memory_budget, "cgroup_room", lambda: None)
+    assert available_memory() == 10 * GIB
+    monkeypatch.setattr(memory_budget, "cgroup_room", lambda: 4 * GIB)
+    assert available_memory() == 4 * GIB  # the group's limit is the least room
+    check_fits(3 * GIB, "a small set")  # 3.75 GiB with its peak: fits
+    with pytest.raises(DataError, match=r"^imagewoof at 320 px needs 5\.0 GiB .* has 4\.0 GiB .* use data\.loader=stream"):
+        check_fits(4 * GIB, "imagewoof at 320 px")
