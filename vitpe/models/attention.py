@@ -19,6 +19,7 @@ from torch import nn
 from vitpe.models.biased_attention import biased_attention, takes_fast_path
 from vitpe.models.mlp import build_mlp
 from vitpe.pe.base import PositionEncoding
+from vitpe.pe.mixed import MixedState
 
 
 class Attention(nn.Module):
@@ -38,8 +39,12 @@ class Attention(nn.Module):
                 key_mask: torch.Tensor | None = None) -> torch.Tensor:
         B, T, D = x.shape
         qkv = self.qkv(x).reshape(B, T, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (3, B, nH, T, Dh)
-        q, k, v = pe.rotate_qkv(qkv, state, layer)  # 3 x (B, nH, T, Dh), q and k rotated at the qk site
-        mask = pe.attention_bias(state, layer)  # (nH, T, T) or None
+        if isinstance(state, MixedState):  # images on different grids, padded: the state holds each grid's hooks
+            q, k, v = state.rotate_qkv(qkv, layer)  # 3 x (B, nH, T, Dh)
+            mask = state.attention_bias(layer)  # (B, nH, T, T) with the padding keys masked, or (B, 1, 1, T)
+        else:
+            q, k, v = pe.rotate_qkv(qkv, state, layer)  # 3 x (B, nH, T, Dh), q and k rotated at the qk site
+            mask = pe.attention_bias(state, layer)  # (nH, T, T) or None
         dropout = self.attn_drop if self.training else 0.0
         if mask is not None and key_mask is None and not dropout and takes_fast_path(q, mask):
             x = biased_attention(q, k, v, mask)  # a learned bias, without SDPA's slow fallback

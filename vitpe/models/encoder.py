@@ -17,6 +17,7 @@ import vitpe.pe
 from vitpe.models.attention import Block
 from vitpe.models.pe_combine import COMBINES, ConcatProjection
 from vitpe.pe.grid import check_resize_mode
+from vitpe.pe.mixed import GridLayout
 
 POOLS = ("cls", "mean")
 
@@ -97,7 +98,7 @@ class PETrunk(nn.Module):
         names = {f"pe.{n}" for n in self.pe.no_weight_decay()}
         return names | {name for name in ("cls_token", "reg_token") if getattr(self, name, None) is not None}
 
-    def encode(self, x: torch.Tensor, grid: tuple[int, ...], key_mask: torch.Tensor | None = None,
+    def encode(self, x: torch.Tensor, grid: tuple[int, ...] | GridLayout, key_mask: torch.Tensor | None = None,
                token_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Tokens (B, T, D) on ``grid`` -> tokens (B, T, D), normalised unless the model normalises after pooling.
 
@@ -107,12 +108,18 @@ class PETrunk(nn.Module):
         """
         return self.norm(self.run_blocks(x, grid, key_mask, token_mask)[0])
 
-    def run_blocks(self, x: torch.Tensor, grid: tuple[int, ...], key_mask: torch.Tensor | None = None,
+    def run_blocks(self, x: torch.Tensor, grid: tuple[int, ...] | GridLayout, key_mask: torch.Tensor | None = None,
                    token_mask: torch.Tensor | None = None, keep: Collection[int] = (),
                    last: int | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Tokens (B, T, D) through blocks 0..``last`` (default: all) -> (the tokens after block ``last``, not
-        normalised; the tokens after each block whose index is in ``keep``, in order). Masks as in :meth:`encode`."""
-        state = self.pe.prepare(grid)
+        normalised; the tokens after each block whose index is in ``keep``, in order). Masks as in :meth:`encode`.
+
+        ``grid`` is the batch's one grid, or a :class:`~vitpe.pe.mixed.GridLayout` for a batch whose sequences lie on
+        different grids, padded to the longest (the layout masks the padding; no masks are passed with it)."""
+        mixed = isinstance(grid, GridLayout)
+        if mixed and (key_mask is not None or token_mask is not None):
+            raise ValueError("a mixed batch's layout masks its own padding: pass no key_mask or token_mask with it")
+        state = self.pe.prepare_mixed(grid) if mixed else self.pe.prepare(grid)
         zero_padding = token_mask is not None and "tokens" in self.pe.sites
         kept = []
         for layer, block in enumerate(self.blocks):
@@ -120,7 +127,7 @@ class PETrunk(nn.Module):
                 break
             if zero_padding:
                 x = x * token_mask
-            added = self.pe.add_to_tokens(x, state, layer)
+            added = state.add_to_tokens(x, layer) if mixed else self.pe.add_to_tokens(x, state, layer)
             if self.pe_concat is not None and added is not x:  # this layer's PE acted: join its term instead
                 added = self.pe_concat(x, added - x)
             x = self.pos_drop(added) if layer == 0 else added

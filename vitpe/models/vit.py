@@ -6,6 +6,10 @@ patch tokens, P prefix tokens (1 with a class token, else 0), T = P + N, D width
 The model knows only the PE *interface* (:class:`vitpe.pe.PositionEncoding`): once per forward it asks the PE for its
 grid state, then hands that state to every block. Any image size divisible by the patch size works; the PE adapts
 to the new grid in its resize mode (``interpolate`` or ``extrapolate``, see :mod:`vitpe.pe.grid`).
+
+A list of images of different sizes (``model([img_a, img_b, ...])``, each (C, H, W)) is one *mixed* batch: each image
+keeps its own patch grid, the token sequences are padded to the longest, and the PE acts on each image's own grid
+(:mod:`vitpe.pe.mixed`), so an image's logits in the batch are its logits alone.
 """
 
 from __future__ import annotations
@@ -18,6 +22,10 @@ from torch import nn
 
 from vitpe.models.encoder import PETrunk, check_pool
 from vitpe.models.stem import build_stem
+from vitpe.pe.mixed import GridLayout
+
+#: What a ViT takes: a batch (B, C, H, W), or a list of images (C, H, W) of any sizes (a mixed batch).
+Images = torch.Tensor | Sequence[torch.Tensor]
 
 
 def _pair(size: int | Sequence[int]) -> tuple[int, int]:
@@ -123,13 +131,40 @@ class ViT(PETrunk):
         return h // self.patch_size, w // self.patch_size
 
     # ---------------------------------------------------------------------------------------------------- forward
-    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, C, H, W) -> normalised tokens (B, T, D)."""
-        return self.encode(*self.embed(x))
+    def forward_features(self, x: Images) -> torch.Tensor:
+        """(B, C, H, W), or a list of B images (C, H, W) -> normalised tokens (B, T, D) (for a mixed batch padded to
+        the longest sequence: :meth:`embed_images` says which tokens are each image's)."""
+        return self.encode(*(self.embed(x) if isinstance(x, torch.Tensor) else self.embed_images(x)))
 
-    def embed(self, x: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int]]:
+    def embed_images(self, images: Sequence[torch.Tensor]) -> tuple[torch.Tensor, tuple[int, int] | GridLayout]:
+        """A list of B images (C, H, W) of any sizes divisible by the patch size -> (tokens (B, T, D) before block
+        0, and their layout): one grid when every image has one size (the batch's path), else a
+        :class:`~vitpe.pe.mixed.GridLayout`, each image's P prefix and gh * gw patch tokens first, zeros after."""
+        if isinstance(images, torch.Tensor) or not len(images):
+            raise ValueError("expected a non-empty list of images, each (C, H, W)")
+        for i, image in enumerate(images):
+            if not isinstance(image, torch.Tensor) or image.dim() != 3:
+                shape = tuple(image.shape) if isinstance(image, torch.Tensor) else type(image).__name__
+                raise ValueError(f"image {i} of the list is {shape}; each image of a list is one (C, H, W) tensor")
+        sizes = [tuple(image.shape[-2:]) for image in images]
+        if len(set(sizes)) == 1:
+            return self.embed(torch.stack(list(images)))
+        layout = GridLayout([self.patch_grid(size) for size in sizes], self.num_prefix_tokens, images[0].device)
+        x = None
+        P = self.num_prefix_tokens
+        for group in layout.groups:
+            patches, _ = self.embed(torch.stack([images[i] for i in group.rows.tolist()]), prefix=False)  # (b, N, D)
+            if x is None:
+                x = patches.new_zeros((layout.batch, layout.tokens, patches.shape[-1]))  # (B, T, D)
+            x[group.rows, P:group.tokens] = patches
+        prefix = [t for t in (self.cls_token, self.reg_token) if t is not None]
+        if prefix:
+            x[:, :P] = torch.cat(prefix, dim=1).to(x.dtype)  # (1, P, D), the same for every image
+        return x, layout
+
+    def embed(self, x: torch.Tensor, prefix: bool = True) -> tuple[torch.Tensor, tuple[int, int]]:
         """(B, C, H, W) -> (tokens (B, T, D) before block 0, patch grid (gh, gw)); a clear error for images the
-        model cannot take."""
+        model cannot take. ``prefix=False``: the patch tokens (B, N, D) alone."""
         if x.dim() != 4:
             raise ValueError(f"expected images of shape (B, C, H, W), got a tensor of shape {tuple(x.shape)}")
         if x.shape[1] != self.in_chans:
@@ -139,9 +174,9 @@ class ViT(PETrunk):
                              f"them first, as the data loaders do")
         grid = self.patch_grid((x.shape[-2], x.shape[-1]))
         x = self.patch_embed(x).flatten(1, 2)  # (B, gh, gw, D) -> (B, N, D)
-        prefix = [t.expand(x.shape[0], -1, -1) for t in (self.cls_token, self.reg_token) if t is not None]
-        if prefix:
-            x = torch.cat((*prefix, x), dim=1)  # (B, T, D): class token, registers, patches
+        tokens = [t.expand(x.shape[0], -1, -1) for t in (self.cls_token, self.reg_token) if t is not None and prefix]
+        if tokens:
+            x = torch.cat((*tokens, x), dim=1)  # (B, T, D): class token, registers, patches
         else:
             # the patch convolution writes (B, D, gh, gw) and NHWC is a permuted view of it: left so, the tokens keep
             # that transposed memory order through every residual add, and every LayerNorm copies them (one copy
@@ -195,5 +230,11 @@ class ViT(PETrunk):
             self.fc_norm, self.head, self.num_classes = nn.Identity(), nn.Identity(), 0
         return take
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.forward_head(self.forward_features(x))
+    def forward(self, x: Images) -> torch.Tensor:
+        """Images (B, C, H, W), or a list of B images (C, H, W) of any sizes -> logits (B, num_classes)."""
+        if isinstance(x, torch.Tensor):
+            return self.forward_head(self.forward_features(x))
+        tokens, layout = self.embed_images(x)
+        if not isinstance(layout, GridLayout):
+            return self.forward_head(self.encode(tokens, layout))
+        return self.forward_head(self.encode(tokens, layout), token_mask=layout.token_mask(tokens.dtype))

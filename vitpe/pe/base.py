@@ -19,6 +19,10 @@ Attention calls the qk site through ``rotate_qkv(qkv, state, layer) -> (q, k, v)
 (3, B, nH, P + N, Dh): by default :meth:`~PositionEncoding.rotate` on q and on k, and a rotary PE overrides it with
 one fused rotation of both (the same result, less memory traffic in the backward). A PE with ``widens_qk`` (PaPE)
 returns q and k with more channels than v, which scaled dot-product attention accepts.
+
+A batch whose images lie on different grids (native aspect, mixed resolution) has ``state = pe.prepare_mixed(layout)``
+instead, whose own ``add_to_tokens`` / ``rotate_qkv`` / ``attention_bias`` take the padded batch: every PE has it,
+through the hooks above applied to each grid's images (:mod:`vitpe.pe.mixed`).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from vitpe.pe.coord_augment import CoordAugment
 from vitpe.pe.grid import (BASIC_RESIZE_MODES, Grid, as_grid, check_resize_mode, grid_positions,
                            relative_offsets, unscalable)
 from vitpe.pe.layout import unbind_in_memory_order
+from vitpe.pe.mixed import GridLayout, MixedState
 
 SITES = ("none", "tokens", "qk", "logits")
 _CACHE_SIZE = 32
@@ -149,6 +154,13 @@ class PositionEncoding(nn.Module):
 
     def _prepare(self, grid: Grid) -> Any:
         return None
+
+    def prepare_mixed(self, layout: GridLayout) -> MixedState:
+        """The state of a batch whose sequences lie on different grids (:mod:`vitpe.pe.mixed`): each distinct grid's
+        state from :meth:`prepare`, and the hooks over the padded batch. Every PE has it through its one-grid hooks."""
+        for grid in {group.grid for group in layout.groups}:
+            self.check_grid(grid)
+        return MixedState(self, layout)
 
     def add_to_tokens(self, x: torch.Tensor, state: Any, layer: int) -> torch.Tensor:
         """Tokens site: ``x`` (B, P + N, D) before block ``layer``; returns the same shape."""
