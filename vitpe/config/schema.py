@@ -61,6 +61,12 @@ class DataConfig:
     workers: int = 0  # data.loader=stream: DataLoader worker processes (0: decode in the training process)
     jpeg_draft: bool = False  # data.loader=stream: decode a JPEG at the smallest DCT scale (1/2, 1/4, 1/8) that still
     # holds its view's pixels (several times less work for views much smaller than the photograph)
+    native_aspect: bool = False  # data.loader=stream: every photograph at its own aspect, batches of many grids filled
+    # to data.token_budget, a sequence length drawn per step from data.seq_lens; evaluated at its aspect, short side
+    # at the eval size (vitpe.data.native_aspect)
+    seq_lens: list[int] = field(default_factory=lambda: [16, 36, 64, 100, 144])  # data.native_aspect: patches/image
+    token_budget: int = 0  # data.native_aspect: patch tokens per batch and process (0: train.batch_size x the
+    # longest of data.seq_lens)
     train_limit: int = 0  # use only the first N training images (0 = all)
     test_limit: int = 0
     val_split: int = 0  # hold out this many training images as a validation split

@@ -162,6 +162,16 @@ def validate(config: Config, for_training: bool = True) -> None:
              "data.crop_scale", "empty (off) or [min, max] with 0 < min <= max <= 1 (fractions of the image's area)"),
             (not (d.crop_scale and d.crop_padding), "data.crop_padding",
              "0 with data.crop_scale (the random-resized crop replaces the padded one)"),
+            (not d.native_aspect or d.loader == "stream", "data.native_aspect",
+             "false unless data.loader=stream (photographs at their aspect are decoded image by image)"),
+            (not d.native_aspect or not (d.mixup or d.cutmix), "data.mixup/cutmix",
+             "0 with data.native_aspect (mixing two images needs one size; a batch there has many)"),
+            (not d.native_aspect or not d.crop_padding, "data.crop_padding",
+             "0 with data.native_aspect (the padded crop is a square view's; use data.crop_scale)"),
+            (bool(d.seq_lens) and min(d.seq_lens) >= 1, "data.seq_lens", "a non-empty list of token counts >= 1"),
+            (d.token_budget == 0 or d.token_budget >= max(d.seq_lens or [1]), "data.token_budget",
+             f"0 (train.batch_size x the longest sequence) or at least the longest of data.seq_lens "
+             f"({max(d.seq_lens or [1])}), one image a batch"),
         ]
     for ok, key, what in checks:
         if not ok:

@@ -15,6 +15,7 @@ from vitpe.data.datasets import DataError, ImageSet, load_cifar, synthetic_image
 from vitpe.data.image_folder import ORDER_SEED, find_named_folder, load_folder_split
 from vitpe.data.loader import BatchLoader, ShardedBatches, channel_stats
 from vitpe.data.stream_index import SampleIndex, open_index
+from vitpe.data.native_aspect import NativeAspectView, TokenBudgetLoader
 from vitpe.data.stream_loader import Selection, StreamLoader, stream_channel_stats
 from vitpe.data.stream_views import EvalView, TrainView
 from vitpe.data.synthetic_text import synthetic_text, synthetic_vocabulary
@@ -174,11 +175,22 @@ def stream_run_data(config: Config, ckpt: dict[str, Any] | None, device: torch.d
         stream_channel_stats(train_set, eval_size(config), d.workers)
     shard = dict(rank=rank, world=world, device=device, workers=d.workers, skip_unreadable=d.skip_unreadable,
                  mean=mean, std=std)
-    view = TrainView(d.crop_scale, d.crop_padding, d.crop_pad_mode, d.hflip, d.randaugment, draft=d.jpeg_draft)
-    train = StreamLoader(train_set, t.batch_size, train=True, seed=t.seed, img_sizes=t.img_sizes,
-                         size_epochs=t.img_size_epochs, view=view, **shard)
+    if d.native_aspect:
+        train = TokenBudgetLoader(train_set, train=True, seed=t.seed, seq_lens=d.seq_lens,
+                                  token_budget=d.token_budget or t.batch_size * max(d.seq_lens),
+                                  view=NativeAspectView(config.model.patch_size, train=True, crop_scale=d.crop_scale,
+                                                        hflip=d.hflip, randaugment=d.randaugment,
+                                                        draft=d.jpeg_draft), **shard)
+    else:
+        view = TrainView(d.crop_scale, d.crop_padding, d.crop_pad_mode, d.hflip, d.randaugment, draft=d.jpeg_draft)
+        train = StreamLoader(train_set, t.batch_size, train=True, seed=t.seed, img_sizes=t.img_sizes,
+                             size_epochs=t.img_size_epochs, view=view, **shard)
 
     def evaluated(data: SampleIndex) -> StreamLoader:  # tested at the last training size, as in memory
+        if d.native_aspect:  # at each photograph's aspect, the short side at that size
+            return TokenBudgetLoader(data, train=False, batch_size=t.eval_batch_size, short_side=eval_size(config),
+                                     view=NativeAspectView(config.model.patch_size, train=False, draft=d.jpeg_draft),
+                                     **shard)
         return StreamLoader(data, t.eval_batch_size, train=False, img_sizes=[eval_size(config)],
                             view=EvalView(draft=d.jpeg_draft), **shard)
 

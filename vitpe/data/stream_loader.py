@@ -105,6 +105,8 @@ class StreamLoader(ShardedBatches):
     in this process). ``view``: a :class:`TrainView` for training; by default the centred square (:class:`EvalView`).
     ``img_sizes`` / ``size_epochs`` as for :class:`~vitpe.data.loader.BatchLoader`."""
 
+    collate = staticmethod(collate)  # the workers' samples -> a batch
+
     def __init__(self, index: SampleIndex, batch_size: int, *, train: bool, mean: list[float], std: list[float],
                  seed: int = 0, img_sizes: tuple | list = (32,), size_epochs: tuple | list = (),
                  view: TrainView | None = None, workers: int = 0, skip_unreadable: bool = False, rank: int = 0,
@@ -119,7 +121,7 @@ class StreamLoader(ShardedBatches):
         self.view = view if view is not None else EvalView()
         self.sampler = EpochSteps(self)
         self.loader = DataLoader(Views(index, self.view), batch_sampler=self.sampler, num_workers=workers,
-                                 collate_fn=collate, pin_memory=self.device.type == "cuda",
+                                 collate_fn=type(self).collate, pin_memory=self.device.type == "cuda",
                                  worker_init_fn=ignore_stop_signals if workers else None,
                                  persistent_workers=False)  # workers forked per pass: none inherits another's
 
@@ -219,8 +221,9 @@ def _prefetched(batches: Iterator, device: torch.device) -> Iterator:
     nxt = queue()
     while nxt is not None:
         torch.cuda.current_stream(device).wait_stream(stream)
-        for tensor in nxt:
-            tensor.record_stream(torch.cuda.current_stream(device))
+        for part in nxt:  # images (a tensor, or a list of them at native aspect), labels
+            for tensor in part if isinstance(part, list) else [part]:
+                tensor.record_stream(torch.cuda.current_stream(device))
         current, nxt = nxt, queue()
         yield current
 

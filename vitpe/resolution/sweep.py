@@ -17,6 +17,7 @@ from vitpe.atomic_files import write_text_atomic
 from vitpe.config import ConfigError, config_from_dict, eval_size, group_key, parse_override
 from vitpe.data import BatchLoader, ImageSet
 from vitpe.data.from_config import load_image_split, stream_split
+from vitpe.data.native_aspect import NativeAspectView, TokenBudgetLoader
 from vitpe.data.stream_loader import Selection, StreamLoader
 from vitpe.data.stream_views import EvalView
 from vitpe.data.loader import ShardedBatches
@@ -191,7 +192,8 @@ def evaluate_run(run: Run, sizes: Iterable[Size], modes: Iterable[str], *, test_
     The first ``limit`` images of the whole test split (0: all of them, whatever ``data.test_limit`` the run trained
     with), under ``precision`` (None: the run's own ``train.precision``, so that its training size reproduces the
     run's own final evaluation). A run trained with ``data.loader=stream`` is evaluated through the stream loader: at
-    each size the centred square of each photograph, resampled from the photograph itself."""
+    each size the centred square of each photograph, resampled from the photograph itself; a run trained at native
+    aspect (``data.native_aspect``) is evaluated at native aspect, each size the photographs' short side."""
     config = run.config
     if config.task != "image":
         raise ValueError(f"{run.name} is a {config.task} run: evaluate it over sequence lengths (--lengths)")
@@ -209,11 +211,18 @@ def evaluate_run(run: Run, sizes: Iterable[Size], modes: Iterable[str], *, test_
     records = []
     for size in sizes:
         batch = batch_size_for(size, model.patch_size, batch_size)
-        loader = StreamLoader(test_index, batch, train=False, mean=norm["mean"], std=norm["std"], img_sizes=[size],
-                              workers=config.data.workers, view=EvalView(draft=config.data.jpeg_draft),
-                              device=device) if streamed else \
-            BatchLoader(test_set, batch, train=False, mean=norm["mean"], std=norm["std"], img_sizes=[size],
-                        device=device)
+        if streamed and config.data.native_aspect:  # the short side at the size, the long side at the aspect
+            loader = TokenBudgetLoader(test_index, train=False, batch_size=batch, short_side=min(size),
+                                       mean=norm["mean"], std=norm["std"], workers=config.data.workers, device=device,
+                                       view=NativeAspectView(model.patch_size, train=False,
+                                                             draft=config.data.jpeg_draft))
+        elif streamed:
+            loader = StreamLoader(test_index, batch, train=False, mean=norm["mean"], std=norm["std"], img_sizes=[size],
+                                  workers=config.data.workers, view=EvalView(draft=config.data.jpeg_draft),
+                                  device=device)
+        else:
+            loader = BatchLoader(test_set, batch, train=False, mean=norm["mean"], std=norm["std"], img_sizes=[size],
+                                 device=device)
         base = {"run": run.name, "pe": config.model.pe, "resolution": resolution_label(size), "height": size[0],
                 "width": size[1], "train_resolution": eval_size(config), "group": run.group,
                 "precision": precision}
