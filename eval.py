@@ -36,7 +36,7 @@ from vitpe.loading.checkpoint import build_from_checkpoint
 from vitpe.machine import checked_device
 from vitpe.pe.grid import RESIZE_MODES
 from vitpe.resolution import cached_evaluate_run, find_run, parse_modes, parse_resolutions, write_reports
-from vitpe.resolution.sweep import parse_pe_options, split_run_spec, with_pe_options
+from vitpe.resolution.sweep import ASPECTS, parse_pe_options, split_run_spec, with_pe_options
 from vitpe.resolution.lengths import cached_evaluate_lengths, parse_lengths
 from vitpe.resolution.pe_plots import plot_pe
 from vitpe.resolution.pretrained import PretrainedRun, cached_evaluate_pretrained, is_pretrained_spec, parse_data
@@ -53,6 +53,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help=f"resize modes, comma-separated: {', '.join(RESIZE_MODES)} (ntk and yarn for sinusoidal "
                              f"and rotary PEs; n/a, with the reason, for the others)")
     parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--aspect", choices=ASPECTS, default="run",
+                        help="image runs: each size as the run was tested (default), the photographs' centred squares "
+                             "(square), or every photograph at its own aspect with its short side at the size "
+                             "(native; runs on image folders)")
     parser.add_argument("--best", action="store_true", help="use best.pt instead of checkpoint.pt of run folders")
     parser.add_argument("--ema", action="store_true", help="evaluate the EMA weights when the run has them")
     parser.add_argument("--data-root", help="where the test data lives (default: the run's data.root, or "
@@ -124,7 +128,7 @@ def sweep(args: argparse.Namespace) -> None:
                                                    **common)
             else:
                 records += cached_evaluate_run(run, Path(args.out) / "runs", sizes, modes,
-                                               data_root=args.data_root, progress=bar, **common)
+                                               data_root=args.data_root, progress=bar, aspect=args.aspect, **common)
     if lengths:
         paths = write_reports(records, args.out, "length", "Accuracy against sequence length")
     else:

@@ -136,3 +136,28 @@ def test_bad_lists_and_grids_are_refused_in_one_line():
         net.encode(tokens, layout, token_mask=layout.token_mask())
     with pytest.raises(ValueError, match="one number of dimensions"):
         GridLayout([(2, 3), (4,)], num_prefix_tokens=0)
+
+
+def test_a_conv_stem_normalises_a_mixed_batch_with_the_whole_batchs_statistics():
+    """In training, the groups of a mixed batch share their BatchNorm statistics: two groups of one size give what one
+    batch of them gives (outputs and running statistics), not each group's own statistics."""
+    from vitpe.models.stem import ConvPatchStem
+
+    torch.manual_seed(0)
+    whole, grouped = ConvPatchStem(8, 3, 32).train(), ConvPatchStem(8, 3, 32).train()
+    grouped.load_state_dict(whole.state_dict())
+    batch = torch.randn(5, 3, 16, 24)
+    one = whole(batch)
+    parts = grouped.forward_groups([batch[:2], batch[2:]])
+    assert torch.allclose(torch.cat(parts), one, atol=1e-5)
+    for a, b in zip(whole.state_dict().values(), grouped.state_dict().values()):
+        assert torch.allclose(a.float(), b.float(), atol=1e-6)
+    alone = grouped.forward_groups([batch[:1]])[0]  # a group's own statistics would give other numbers
+    assert not torch.allclose(alone, one[:1], atol=1e-3)
+
+
+@pytest.mark.parametrize("pe", ["cpb", "rope_mixed"])
+def test_a_conv_stem_model_gives_an_image_its_logits_alone(pe):
+    net, batch = model(pe, stem="conv"), images()
+    with torch.no_grad():
+        assert torch.allclose(net(batch), torch.cat([net(image[None]) for image in batch]), atol=TOLERANCE, rtol=0)

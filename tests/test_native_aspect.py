@@ -159,3 +159,28 @@ def test_a_native_aspect_config_that_cannot_work_is_refused_in_one_line(tmp_path
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1
     assert __import__("re").search(message, err), err
+
+
+def test_a_square_run_is_evaluated_at_native_aspect_when_asked(tmp_path, capsys):
+    """eval.py --aspect native: a run trained on centred squares in memory, tested on the whole photographs."""
+    import eval as eval_cli
+
+    folder = photo_folder(tmp_path / "data", per_class=4)
+    run = tmp_path / "square"
+    assert train_cli.main(["--config", str(ROOT / "configs" / "imagenette.yaml"), "data.dataset=imagefolder",
+                           f"data.root={folder}", "data.img_size=32", "model.dim=32", "model.depth=1", "model.heads=2",
+                           "model.patch_size=4", "model.img_size=16", "train.img_sizes=[16]", "train.img_size_epochs=[]",
+                           "train.epochs=1", "train.batch_size=4", "train.compile=false", f"out_dir={run}",
+                           "--no-progress"]) == 0
+    records = {}
+    for aspect in ("square", "native"):
+        out = tmp_path / aspect
+        assert eval_cli.main([str(run), "--resolutions", "16,18", "--pe-resize", "interpolate", "--aspect", aspect,
+                              "--out", str(out)]) == 0
+        records[aspect] = {r["resolution"]: r for r in json.loads((out / "resolution.json").read_text())}
+    assert records["native"][16]["aspect"] == "native" and records["square"][16]["aspect"] == "square"
+    assert records["native"][16]["n"] == records["square"][16]["n"] == 12
+    assert records["native"][18]["accuracy"] is None and "divisible by the patch size 4" in records["native"][18]["reason"]
+    capsys.readouterr()
+    assert eval_cli.main([str(run), "--aspect", "sideways", "--out", str(tmp_path / "x")]) == 2
+    assert "--aspect" in capsys.readouterr().err

@@ -49,6 +49,36 @@ class ConvPatchStem(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.convs(x).permute(0, 2, 3, 1)  # (B, D, gh, gw) -> (B, gh, gw, D)
 
+    def forward_groups(self, groups: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Batches of images of different sizes (b_i, C, H_i, W_i) -> (b_i, gh_i, gw_i, D) each, as one batch: every
+        BatchNorm normalises with the statistics of all the groups' pixels together (as one batch of one size would),
+        not each group's own -- in training a group of one image would otherwise bring its own statistics."""
+        for layer in self.convs:  # ConvNormAct: convolution, then BatchNorm with its activation (none in the last)
+            groups = [layer.conv(x) for x in groups]
+            if isinstance(layer.bn, nn.modules.batchnorm._BatchNorm):
+                groups = joint_batchnorm(layer.bn, groups)
+            else:
+                groups = [layer.bn(x) for x in groups]
+        return [x.permute(0, 2, 3, 1) for x in groups]  # (b, D, gh, gw) -> (b, gh, gw, D)
+
+
+def joint_batchnorm(norm: nn.Module, groups: list[torch.Tensor]) -> list[torch.Tensor]:
+    """A BatchNorm module (and what it fuses: timm's activation) on feature maps (b_i, C, h_i, w_i) of different
+    sizes, with the statistics of all of them: their pixels as one (1, C, sum b_i h_i w_i, 1) map, split back."""
+    flat = [x.permute(1, 0, 2, 3).reshape(x.shape[1], -1) for x in groups]  # (C, b_i h_i w_i) each
+    joined = norm(torch.cat(flat, dim=1)[None, :, :, None])[0, :, :, 0]  # (C, sum b_i h_i w_i)
+    parts = joined.split([f.shape[1] for f in flat], dim=1)
+    return [part.reshape(x.shape[1], x.shape[0], *x.shape[2:]).permute(1, 0, 2, 3)  # (b_i, C, h_i, w_i)
+            for part, x in zip(parts, groups)]
+
+
+def embed_groups(stem: nn.Module, groups: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Groups of images (b_i, C, H_i, W_i), each group one size -> patch tokens (b_i, gh_i, gw_i, D) each, with the
+    statistics of a BatchNorm stem shared by all groups (:meth:`ConvPatchStem.forward_groups`)."""
+    if isinstance(stem, ConvPatchStem):
+        return stem.forward_groups(groups)
+    return [stem(x) for x in groups]
+
 
 def build_stem(kind: str, img_size: tuple[int, int], patch_size: int, in_chans: int, dim: int) -> nn.Module:
     """The stem of ``kind`` (one of :data:`STEMS`): (B, C, H, W) -> (B, H / p, W / p, D)."""

@@ -21,7 +21,7 @@ from timm.models._features import feature_take_indices  # indices read as timm's
 from torch import nn
 
 from vitpe.models.encoder import PETrunk, check_pool
-from vitpe.models.stem import build_stem
+from vitpe.models.stem import build_stem, embed_groups
 from vitpe.pe.mixed import GridLayout
 
 #: What a ViT takes: a batch (B, C, H, W), or a list of images (C, H, W) of any sizes (a mixed batch).
@@ -150,21 +150,19 @@ class ViT(PETrunk):
         if len(set(sizes)) == 1:
             return self.embed(torch.stack(list(images)))
         layout = GridLayout([self.patch_grid(size) for size in sizes], self.num_prefix_tokens, images[0].device)
-        x = None
+        batches = [self.check_images(torch.stack([images[i] for i in group.rows.tolist()])) for group in layout.groups]
+        patches = [t.flatten(1, 2) for t in embed_groups(self.patch_embed, batches)]  # (b, N, D) per group
         P = self.num_prefix_tokens
-        for group in layout.groups:
-            patches, _ = self.embed(torch.stack([images[i] for i in group.rows.tolist()]), prefix=False)  # (b, N, D)
-            if x is None:
-                x = patches.new_zeros((layout.batch, layout.tokens, patches.shape[-1]))  # (B, T, D)
-            x[group.rows, P:group.tokens] = patches
+        x = patches[0].new_zeros((layout.batch, layout.tokens, patches[0].shape[-1]))  # (B, T, D)
+        for group, tokens in zip(layout.groups, patches):
+            x[group.rows, P:group.tokens] = tokens
         prefix = [t for t in (self.cls_token, self.reg_token) if t is not None]
         if prefix:
             x[:, :P] = torch.cat(prefix, dim=1).to(x.dtype)  # (1, P, D), the same for every image
         return x, layout
 
-    def embed(self, x: torch.Tensor, prefix: bool = True) -> tuple[torch.Tensor, tuple[int, int]]:
-        """(B, C, H, W) -> (tokens (B, T, D) before block 0, patch grid (gh, gw)); a clear error for images the
-        model cannot take. ``prefix=False``: the patch tokens (B, N, D) alone."""
+    def check_images(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` when it is a batch (B, C, H, W) this model takes, else a ``ValueError`` that says what is wrong."""
         if x.dim() != 4:
             raise ValueError(f"expected images of shape (B, C, H, W), got a tensor of shape {tuple(x.shape)}")
         if x.shape[1] != self.in_chans:
@@ -172,11 +170,17 @@ class ViT(PETrunk):
         if not x.is_floating_point():
             raise ValueError(f"expected floating-point images (normalised, e.g. float32), got {x.dtype}: convert "
                              f"them first, as the data loaders do")
+        return x
+
+    def embed(self, x: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int]]:
+        """(B, C, H, W) -> (tokens (B, T, D) before block 0, patch grid (gh, gw)); a clear error for images the
+        model cannot take."""
+        self.check_images(x)
         grid = self.patch_grid((x.shape[-2], x.shape[-1]))
         x = self.patch_embed(x).flatten(1, 2)  # (B, gh, gw, D) -> (B, N, D)
-        tokens = [t.expand(x.shape[0], -1, -1) for t in (self.cls_token, self.reg_token) if t is not None and prefix]
-        if tokens:
-            x = torch.cat((*tokens, x), dim=1)  # (B, T, D): class token, registers, patches
+        prefix = [t.expand(x.shape[0], -1, -1) for t in (self.cls_token, self.reg_token) if t is not None]
+        if prefix:
+            x = torch.cat((*prefix, x), dim=1)  # (B, T, D): class token, registers, patches
         else:
             # the patch convolution writes (B, D, gh, gw) and NHWC is a permuted view of it: left so, the tokens keep
             # that transposed memory order through every residual add, and every LayerNorm copies them (one copy

@@ -26,7 +26,8 @@ PUBLIC_KEYS = ("run", "pe", "pe_resize", "accuracy", "loss", "n", "precision", "
 
 
 def _public_keys(x_key: str) -> tuple[str, ...]:
-    return (*PUBLIC_KEYS[:2], x_key, f"train_{x_key}", *PUBLIC_KEYS[2:])
+    aspect = ("aspect",) if x_key == "resolution" else ()  # images: centred squares or native aspect
+    return (*PUBLIC_KEYS[:2], x_key, f"train_{x_key}", *PUBLIC_KEYS[2:], *aspect)
 
 
 def _x_sort_key(value: Any) -> tuple:

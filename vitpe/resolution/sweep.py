@@ -14,7 +14,7 @@ import torch
 from tqdm import tqdm
 
 from vitpe.atomic_files import write_text_atomic
-from vitpe.config import ConfigError, config_from_dict, eval_size, group_key, parse_override
+from vitpe.config import FOLDER_DATASETS, ConfigError, config_from_dict, eval_size, group_key, parse_override
 from vitpe.data import BatchLoader, ImageSet
 from vitpe.data.from_config import load_image_split, stream_split
 from vitpe.data.native_aspect import NativeAspectView, TokenBudgetLoader
@@ -184,23 +184,35 @@ def data_root_for_evaluation(recorded: str, explicit: str | None) -> str:
     return os.environ.get("VITPE_DATA", recorded)
 
 
+#: How :func:`evaluate_run` shows the photographs: as the run was tested, as centred squares, at their own aspect.
+ASPECTS = ("run", "square", "native")
+
+
 def evaluate_run(run: Run, sizes: Iterable[Size], modes: Iterable[str], *, test_set: ImageSet | None = None,
                  data_root: str | None = None, limit: int = 0, batch_size: int = 500, use_ema: bool = False,
-                 device: str | torch.device = "cpu", progress: tqdm | None = None, precision: str | None = None
-                 ) -> list[dict[str, Any]]:
+                 device: str | torch.device = "cpu", progress: tqdm | None = None, precision: str | None = None,
+                 aspect: str = "run") -> list[dict[str, Any]]:
     """Accuracy and loss of ``run`` at every size in every resize mode; impossible combinations carry a reason.
     The first ``limit`` images of the whole test split (0: all of them, whatever ``data.test_limit`` the run trained
     with), under ``precision`` (None: the run's own ``train.precision``, so that its training size reproduces the
     run's own final evaluation). A run trained with ``data.loader=stream`` is evaluated through the stream loader: at
     each size the centred square of each photograph, resampled from the photograph itself; a run trained at native
-    aspect (``data.native_aspect``) is evaluated at native aspect, each size the photographs' short side."""
+    aspect (``data.native_aspect``) is evaluated at native aspect, each size the photographs' short side.
+    ``aspect``: ``"run"`` (as the run was tested in training), ``"square"`` or ``"native"`` (any run on an image
+    folder: every photograph at its own aspect, the short side at each size)."""
     config = run.config
     if config.task != "image":
         raise ValueError(f"{run.name} is a {config.task} run: evaluate it over sequence lengths (--lengths)")
     config.data.root = data_root_for_evaluation(config.data.root, data_root)
     config.data.test_limit = 0  # --limit alone decides how many images
     precision = evaluation_precision(run, precision)
-    streamed = test_set is None and config.data.loader == "stream"
+    if aspect not in ASPECTS:
+        raise ValueError(f"unknown aspect {aspect!r}; choose one of {list(ASPECTS)}")
+    native = aspect == "native" or (aspect == "run" and config.data.loader == "stream" and config.data.native_aspect)
+    if native and (test_set is not None or config.data.dataset not in FOLDER_DATASETS):
+        raise ValueError(f"{run.name}: native aspect needs photographs in an image folder ({', '.join(FOLDER_DATASETS)}"
+                         f"); data.dataset={config.data.dataset} is stored at one size")
+    streamed = test_set is None and (config.data.loader == "stream" or native)
     if streamed:  # each size's views made from the photographs themselves, as the run was tested in training
         test_index = stream_split(config, "test")
         test_index = Selection(test_index, range(min(limit, len(test_index)))) if limit > 0 else test_index
@@ -211,7 +223,7 @@ def evaluate_run(run: Run, sizes: Iterable[Size], modes: Iterable[str], *, test_
     records = []
     for size in sizes:
         batch = batch_size_for(size, model.patch_size, batch_size)
-        if streamed and config.data.native_aspect:  # the short side at the size, the long side at the aspect
+        if native:  # the short side at the size, the long side at the aspect
             loader = TokenBudgetLoader(test_index, train=False, batch_size=batch, short_side=min(size),
                                        mean=norm["mean"], std=norm["std"], workers=config.data.workers, device=device,
                                        view=NativeAspectView(model.patch_size, train=False,
@@ -225,7 +237,7 @@ def evaluate_run(run: Run, sizes: Iterable[Size], modes: Iterable[str], *, test_
                                  device=device)
         base = {"run": run.name, "pe": config.model.pe, "resolution": resolution_label(size), "height": size[0],
                 "width": size[1], "train_resolution": eval_size(config), "group": run.group,
-                "precision": precision}
+                "precision": precision, "aspect": "native" if native else "square"}
         records += evaluate_modes(model, loader, modes, base, device, lambda: model.patch_grid(size), progress,
                                   precision)
     return records
@@ -272,5 +284,7 @@ def cached_evaluate_run(run: Run, cache_dir: str | Path, sizes: list[Size], mode
     settings = {"sizes": [list(s) for s in sizes], "modes": list(modes),
                 **{k: kwargs.get(k) for k in ("limit", "use_ema")},
                 "precision": evaluation_precision(run, kwargs.get("precision"))}
+    if kwargs.get("aspect", "run") != "run":  # (records kept before the option existed are the run's own aspect)
+        settings["aspect"] = kwargs["aspect"]
     return cached_records(run, cache_dir, settings, lambda: evaluate_run(run, sizes, modes, **kwargs),
                           kwargs.get("progress"))
