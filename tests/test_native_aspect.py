@@ -182,5 +182,6 @@ def test_a_square_run_is_evaluated_at_native_aspect_when_asked(tmp_path, capsys)
     assert records["native"][16]["n"] == records["square"][16]["n"] == 12
     assert records["native"][18]["accuracy"] is None and "divisible by the patch size 4" in records["native"][18]["reason"]
     capsys.readouterr()
-    assert eval_cli.main([str(run), "--aspect", "sideways", "--out", str(tmp_path / "x")]) == 2
-    assert "--aspect" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stopped:
+        eval_cli.main([str(run), "--aspect", "sideways", "--out", str(tmp_path / "x")])
+    assert stopped.value.code == 2 and "--aspect: invalid choice: 'sideways'" in capsys.readouterr().err
