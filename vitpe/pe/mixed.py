@@ -117,6 +117,7 @@ class MixedState:
                              f"built with num_prefix_tokens={pe.num_prefix_tokens}")
         self.pe, self.layout = pe, layout
         self.states = [pe.prepare(group.grid) for group in layout.groups]
+        self._key_masks: dict[torch.dtype, torch.Tensor] = {}
 
     def _check(self, tokens: int, what: str) -> None:
         if tokens != self.layout.tokens:
@@ -127,6 +128,8 @@ class MixedState:
         """Tokens site: ``x`` (B, T, D) -> (B, T, D), each group's tokens through the PE on its own grid; ``x``
         itself where the PE adds nothing at ``layer``."""
         self._check(x.shape[1], "the tokens")
+        if "tokens" not in self.pe.sites:
+            return x
         out = None
         for group, state in zip(self.layout.groups, self.states):
             part = x[group.rows, :group.tokens]  # (b, t, D), a copy
@@ -142,6 +145,8 @@ class MixedState:
         """q,k site: stacked projections (3, B, nH, T, Dh) -> q, k, v, each group's q and k rotated on its own grid
         (zeros on padding; q and k may gain channels, as PaPE's do)."""
         self._check(qkv.shape[-2], "qkv")
+        if "qk" not in self.pe.sites:
+            return qkv[0], qkv[1], qkv[2]
         q = k = None
         for group, state in zip(self.layout.groups, self.states):
             part = qkv[:, group.rows, :, :group.tokens]  # (3, b, nH, t, Dh), a copy the PE may rotate in place
@@ -156,15 +161,23 @@ class MixedState:
     def attention_bias(self, layer: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """Logits site: (B, nH, T, T), each image's bias on its own grid with its padding keys masked; the key mask
         (B, 1, 1, T) alone for a PE without a bias. Padding queries get no bias (their outputs are never read)."""
+        if "logits" not in self.pe.sites:
+            return self.key_mask(dtype)
         full = None
         for group, state in zip(self.layout.groups, self.states):
             bias = self.pe.attention_bias(state, layer)  # (nH, t, t) or None
             if bias is None:
-                return self.layout.key_mask(dtype)
+                return self.key_mask(dtype)
             if full is None:
                 full = bias.new_zeros((self.layout.batch, bias.shape[0], self.layout.tokens, self.layout.tokens))
             full[group.rows, :, :group.tokens, :group.tokens] = bias  # broadcast over the group's images
-        return full + self.layout.key_mask(full.dtype)
+        return full + self.key_mask(full.dtype)
+
+    def key_mask(self, dtype: torch.dtype) -> torch.Tensor:
+        """The layout's key mask (B, 1, 1, T), made once per forward and dtype."""
+        if dtype not in self._key_masks:
+            self._key_masks[dtype] = self.layout.key_mask(dtype)
+        return self._key_masks[dtype]
 
     @property
     def grid_states(self) -> list[tuple[Grid, Any]]:
