@@ -587,3 +587,27 @@ def test_imagewoof_stream_script_trains_both_loaders_side_by_side_and_keeps_thei
                            capture_output=True, text=True)  # both finished: nothing trains again
     assert again.returncode == 0
     assert all((runs / loader / "cpb_s0.log").read_text() == log for loader, log in logs.items())
+
+
+def test_imagewoof_native_script_trains_square_and_native_runs_and_sweeps_them_at_native_aspect(tmp_path):
+    from conftest import photo_folder
+
+    photo_folder(tmp_path / "data" / "imagewoof2-320", per_class=12)
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "VITPE_DATA": str(tmp_path / "data"),
+           "SEEDS": "0", "JOBS": "2", "PES": "rope_mixed cpb", "RECORDS": str(tmp_path / "kept"),
+           "RESOLUTIONS": "16,32", "EVAL_LIMIT": "0",
+           "EXTRA": "data.img_size=32 model.dim=32 model.depth=1 model.heads=2 model.patch_size=4 model.stem=patch "
+                    "train.epochs=1 train.batch_size=4 train.img_sizes=[16] train.img_size_epochs=[] "
+                    "model.img_size=16 train.warmup_epochs=0 data.seq_lens=[4,16] data.token_budget=32"}
+    runs = tmp_path / "native"
+    done = subprocess.run(["bash", "scripts/imagewoof_native.sh", str(runs)], cwd=ROOT, env=env, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for mode in ("square", "native"):
+        config = yaml.safe_load((runs / f"{mode}_rope_mixed_s0" / "config.yaml").read_text())
+        assert config["data"]["native_aspect"] == (mode == "native") and config["model"]["pe"] == "rope_mixed"
+        assert (tmp_path / "kept" / f"{mode}_cpb_s0" / "metrics.jsonl").is_file()
+    records = json.loads((runs / "resolution" / "resolution.json").read_text())
+    assert {r["aspect"] for r in records} == {"native"} and {r["resolution"] for r in records} == {16, 32}
+    assert {r["pe_resize"] for r in records} == {"interpolate", "extrapolate", "ntk"}
+    assert len({r["run"] for r in records}) == 4 and (tmp_path / "kept" / "resolution" / "resolution.json").is_file()

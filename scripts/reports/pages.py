@@ -73,6 +73,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "table:bench-loaders",
         "table:bench-loader-memory",
         "table:bench-in-memory",
+        "table:bench-mixed",
         "value:bench-checks x1",
         "value:bench-img-s x2",
         "value:bench-overhead x2",
