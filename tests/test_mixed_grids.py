@@ -161,3 +161,16 @@ def test_a_conv_stem_model_gives_an_image_its_logits_alone(pe):
     net, batch = model(pe, stem="conv"), images()
     with torch.no_grad():
         assert torch.allclose(net(batch), torch.cat([net(image[None]) for image in batch]), atol=TOLERANCE, rtol=0)
+
+
+@pytest.mark.parametrize("mode", ["ntk", "yarn", "extrapolate"])
+@pytest.mark.parametrize("pe", ["rope_axial", "rope_mixed", "rope_dinov3"])
+def test_frequency_scaling_comes_from_each_images_own_grid(pe, mode):
+    """NTK / YaRN scale the rotation by each image's grid against the reference: in a mixed batch as alone."""
+    net, batch = model(pe, resize=mode), images()
+    with torch.no_grad():
+        mixed = net(batch)
+        alone = torch.cat([net(image[None]) for image in batch])
+        assert torch.allclose(mixed, alone, atol=TOLERANCE, rtol=0)
+        net.set_pe_resize("interpolate")
+        assert not torch.allclose(net(batch), mixed, atol=1e-4)  # the mode acted

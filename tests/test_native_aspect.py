@@ -152,6 +152,7 @@ def test_a_native_aspect_run_trains_resumes_exactly_and_evaluates(tmp_path, monk
     ("data.crop_padding=4", "data.crop_padding must be 0 with data"),
     ("data.token_budget=8", "data.token_budget must be 0 .* or at least the longest of data.seq_lens"),
     ("data.seq_lens=[]", "data.seq_lens must be a non-empty list"),
+    ("train.compile=true", "train.compile must be false with data.native_aspect"),
 ])
 def test_a_native_aspect_config_that_cannot_work_is_refused_in_one_line(tmp_path, capsys, override, message):
     folder = photo_folder(tmp_path / "data", per_class=2)

@@ -611,3 +611,25 @@ def test_imagewoof_native_script_trains_square_and_native_runs_and_sweeps_them_a
     assert {r["aspect"] for r in records} == {"native"} and {r["resolution"] for r in records} == {16, 32}
     assert {r["pe_resize"] for r in records} == {"interpolate", "extrapolate", "ntk"}
     assert len({r["run"] for r in records}) == 4 and (tmp_path / "kept" / "resolution" / "resolution.json").is_file()
+
+
+def test_the_naflex_anchor_trains_with_timms_loader_resumes_and_evaluates_at_native_aspect(tmp_path, capsys):
+    from conftest import photo_folder
+
+    photo_folder(tmp_path / "data" / "imagewoof2-320", per_class=6)
+    run = tmp_path / "naflex"
+    common = ["--data-root", str(tmp_path / "data"), "--batch-size", "2", "--workers", "0", "--threads", "1"]
+    assert script_main("naflex_baseline", "--out", str(run), "--pos-embed", "rope_mixed", "--epochs", "2",
+                       *common)[0] == 0
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records] == [1, 2] and records[0]["baseline"] == "timm NaFlexViT"
+    assert all(0 <= r["test_acc"] <= 1 for r in records)
+    with pytest.raises(SystemExit):  # a second run into the same folder is refused, not mixed in
+        script_main("naflex_baseline", "--out", str(run), *common)
+    assert "already holds a run" in capsys.readouterr().err
+    assert script_main("naflex_baseline", "--out", str(run), "--resume", "--epochs", "3", *common)[0] == 0
+    assert [json.loads(line)["epoch"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3]
+    assert script_main("naflex_baseline", "--evaluate", str(run), "--sizes", "16,32", *common[:2])[0] == 0
+    swept = json.loads((run / "resolution.json").read_text())
+    assert [r["resolution"] for r in swept] == [16, 32] and {r["aspect"] for r in swept} == {"native"}
+    assert swept[1]["n"] == 18 and swept[0]["pe"] == "naflex_rope_mixed"

@@ -166,6 +166,9 @@ def validate(config: Config, for_training: bool = True) -> None:
              "false unless data.loader=stream (photographs at their aspect are decoded image by image)"),
             (not d.native_aspect or not (d.mixup or d.cutmix), "data.mixup/cutmix",
              "0 with data.native_aspect (mixing two images needs one size; a batch there has many)"),
+            (not d.native_aspect or not t.compile, "train.compile",
+             "false with data.native_aspect (every batch brings other grids: a compiled step would be rebuilt batch "
+             "after batch)"),
             (not d.native_aspect or not d.crop_padding, "data.crop_padding",
              "0 with data.native_aspect (the padded crop is a square view's; use data.crop_scale)"),
             (bool(d.seq_lens) and min(d.seq_lens) >= 1, "data.seq_lens", "a non-empty list of token counts >= 1"),
