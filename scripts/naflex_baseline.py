@@ -18,7 +18,8 @@ sampling and augmentation code.
 
 After every epoch: the test split at native aspect with the short side at 64 px, evaluated through vitpe's native
 views (the same images and pixels as vitpe's runs are tested on), a line in OUT/metrics.jsonl in train.py's format,
-and OUT/checkpoint.pt (model, optimiser, epoch); ``--resume`` continues from the last finished epoch.
+and OUT/checkpoint.pt (model, optimiser, epoch); ``--resume`` continues from the last finished epoch with the run's own
+settings (the data root, epochs and threads are the command's).
 ``--evaluate RUN --sizes ...`` writes RUN/resolution.json: the test split at each short side, records in eval.py's
 format (mode ``timm``: NaFlexViT resamples its table, and places its rotations at the patches' coordinates, its own
 way).
@@ -219,6 +220,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.resume != (args.out / "checkpoint.pt").is_file():
         parser.error(f"{args.out}: " + ("no checkpoint to resume" if args.resume else
                                         "already holds a run: --resume continues it"))
+    if args.resume:  # the run's own settings; where its data is, how many epochs and threads: this command's
+        saved = json.loads((args.out / "config.json").read_text())
+        for key in ("pos_embed", "dataset", "batch_size", "lr", "seed"):
+            setattr(args, key, saved[key])
     return train(args)
 
 
