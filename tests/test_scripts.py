@@ -595,7 +595,8 @@ def test_imagewoof_native_script_trains_square_and_native_runs_and_sweeps_them_a
     photo_folder(tmp_path / "data" / "imagewoof2-320", per_class=12)
     env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "VITPE_DATA": str(tmp_path / "data"),
            "SEEDS": "0", "JOBS": "2", "PES": "rope_mixed cpb", "RECORDS": str(tmp_path / "kept"),
-           "RESOLUTIONS": "16,32", "EVAL_LIMIT": "0",
+           "RESOLUTIONS": "16,32", "EVAL_LIMIT": "0", "ANCHOR_EPOCHS": "1",
+           "ANCHOR_OPTIONS": "--batch-size 2 --workers 0",
            "EXTRA": "data.img_size=32 model.dim=32 model.depth=1 model.heads=2 model.patch_size=4 model.stem=patch "
                     "train.epochs=1 train.batch_size=4 train.img_sizes=[16] train.img_size_epochs=[] "
                     "model.img_size=16 train.warmup_epochs=0 data.seq_lens=[4,16] data.token_budget=32"}
@@ -611,6 +612,10 @@ def test_imagewoof_native_script_trains_square_and_native_runs_and_sweeps_them_a
     assert {r["aspect"] for r in records} == {"native"} and {r["resolution"] for r in records} == {16, 32}
     assert {r["pe_resize"] for r in records} == {"interpolate", "extrapolate", "ntk"}
     assert len({r["run"] for r in records}) == 4 and (tmp_path / "kept" / "resolution" / "resolution.json").is_file()
+    for pos in ("learned", "rope_mixed"):  # the anchors: trained by timm's loader, swept at the same sizes, kept
+        kept = tmp_path / "kept" / f"naflex_{pos}_s0"
+        assert json.loads((kept / "config.json").read_text())["pos_embed"] == pos
+        assert [r["resolution"] for r in json.loads((kept / "resolution.json").read_text())] == [16, 32]
 
 
 def test_the_naflex_anchor_trains_with_timms_loader_resumes_and_evaluates_at_native_aspect(tmp_path, capsys):
