@@ -14,7 +14,6 @@ import torch
 
 import train as train_cli
 from conftest import photo_folder
-from vitpe.config import ConfigError
 from vitpe.data.native_aspect import NativeAspectView, TokenBudgetLoader, grid_at_short_side, grid_within
 from vitpe.data.stream_index import FolderIndex
 

@@ -2,7 +2,6 @@
 metrics, a model the code builds -- and a sentence edited by hand fails the check (scripts/report.py)."""
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
