@@ -655,8 +655,14 @@ def test_the_imagewoof_answer_waits_for_every_seed_then_sets_the_gap_against_the
     shutil.rmtree(tmp_path / "results/imagewoof/stream/cpb_s2")
     _imagewoof_run(tmp_path, "stream", 2, 62.5)
     assert imagewoof_verdict(tmp_path) == ("streamed 61.7 ± 0.8% against 61.0 ± 1.0% in memory: a gap of +0.7 points, "
-                                           "within the seeds' spread (the larger standard deviation, 1.0)")
+                                           "within the seeds' spread: the stream loader reaches the in-memory "
+                                           "accuracy (the spread: the larger standard deviation, 1.0)")
     for seed, stream in enumerate([66.0, 67.0, 66.5]):
         shutil.rmtree(tmp_path / f"results/imagewoof/stream/cpb_s{seed}")
         _imagewoof_run(tmp_path, "stream", seed, stream)
-    assert "a gap of +5.5 points, outside the seeds' spread" in imagewoof_verdict(tmp_path)
+    assert "a gap of +5.5 points, above the seeds' spread: the stream loader reaches" in imagewoof_verdict(tmp_path)
+    for seed, stream in enumerate([56.0, 57.0, 56.5]):
+        shutil.rmtree(tmp_path / f"results/imagewoof/stream/cpb_s{seed}")
+        _imagewoof_run(tmp_path, "stream", seed, stream)
+    below = "a gap of −4.5 points, below the seeds' spread: the stream loader does not reach"
+    assert below in imagewoof_verdict(tmp_path)
