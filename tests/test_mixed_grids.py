@@ -134,6 +134,8 @@ def test_bad_lists_and_grids_are_refused_in_one_line():
     with pytest.raises(ValueError, match="pass no key_mask or token_mask"):
         tokens, layout = net.embed_images(images())
         net.encode(tokens, layout, token_mask=layout.token_mask())
+    with pytest.raises(ValueError, match="expected one batch tensor .* got a list"):
+        net.forward_intermediates(images())
     with pytest.raises(ValueError, match="one number of dimensions"):
         GridLayout([(2, 3), (4,)], num_prefix_tokens=0)
 

@@ -163,6 +163,9 @@ class ViT(PETrunk):
 
     def check_images(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` when it is a batch (B, C, H, W) this model takes, else a ``ValueError`` that says what is wrong."""
+        if not isinstance(x, torch.Tensor):
+            raise ValueError(f"expected one batch tensor (B, C, H, W) here, got a {type(x).__name__} (a list of images "
+                             f"of different sizes goes to model(images) or forward_features, which pad them)")
         if x.dim() != 4:
             raise ValueError(f"expected images of shape (B, C, H, W), got a tensor of shape {tuple(x.shape)}")
         if x.shape[1] != self.in_chans:

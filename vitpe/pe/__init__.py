@@ -33,10 +33,11 @@ from vitpe.pe import (  # noqa: F401  (each module registers its encoding)
 )
 from vitpe.pe.base import SITES, PositionEncoding, ResizeError
 from vitpe.pe.grid import RESIZE_MODES, Grid
+from vitpe.pe.mixed import GridLayout, MixedState
 from vitpe.pe.registry import available, build, get, options, register
 from vitpe.pe.resample import resample_table
 
 __all__ = [
-    "SITES", "RESIZE_MODES", "Grid", "PositionEncoding", "ResizeError",
+    "SITES", "RESIZE_MODES", "Grid", "GridLayout", "MixedState", "PositionEncoding", "ResizeError",
     "available", "build", "get", "options", "register", "resample_table",
 ]
