@@ -176,3 +176,17 @@ def test_frequency_scaling_comes_from_each_images_own_grid(pe, mode):
         assert torch.allclose(mixed, alone, atol=TOLERANCE, rtol=0)
         net.set_pe_resize("interpolate")
         assert not torch.allclose(net(batch), mixed, atol=1e-4)  # the mode acted
+
+
+def test_rotary_pes_rotate_a_mixed_batch_at_once_by_per_image_angles():
+    """RoPE's state for a mixed batch is one table per image (one rotation a layer); PEs whose state is more than
+    angles (STRING's) or not angles go grid by grid. Both give each image its logits alone (tested above)."""
+    layout = GridLayout([(4, 4), (2, 6), (4, 4)], num_prefix_tokens=1)
+    for pe, batched in (("rope_axial", True), ("rope_mixed", True), ("rope_dinov3", True), ("string", False),
+                        ("cpb", False)):
+        state = model(pe).pe.prepare_mixed(layout)
+        assert (state.batched is not None) == batched, pe
+        if batched:
+            cos = state.batched[0][0] if isinstance(state.batched[0], tuple) else state.batched[0]
+            assert cos.shape[0] == 3 and cos.shape[-2] == layout.tokens
+            assert torch.equal(cos[1, :, 13:], torch.ones_like(cos[1, :, 13:]))  # padding: no rotation

@@ -155,6 +155,12 @@ class PositionEncoding(nn.Module):
     def _prepare(self, grid: Grid) -> Any:
         return None
 
+    def batch_states(self, layout: GridLayout, states: list[Any]) -> Any | None:
+        """One state for all the images of a mixed batch, from each distinct grid's state (``states``, in the order
+        of ``layout.groups``), where this PE's own hooks take it (a rotary PE: per-image angle tables); None, the
+        default, has the mixed state apply the hooks grid by grid."""
+        return None
+
     def prepare_mixed(self, layout: GridLayout) -> MixedState:
         """The state of a batch whose sequences lie on different grids (:mod:`vitpe.pe.mixed`): each distinct grid's
         state from :meth:`prepare`, and the hooks over the padded batch. Every PE has it through its one-grid hooks."""

@@ -18,8 +18,10 @@ its own tokens, unpadded --
   :data:`PADDING_BIAS`: a finite minimum, so that no softmax row is all -inf (no NaN), and in float32 exp() of it is
   exactly 0, so that an image's output in a mixed batch is its output alone.
 
-The cost is one gather and one scatter per distinct grid per hook; a batch whose images share one grid takes the
-one-grid path itself (a model checks :attr:`GridLayout.uniform`).
+The cost is one gather and one scatter per distinct grid per hook; a PE whose hook can take one state for every
+image at once says so (:meth:`PositionEncoding.batch_states <vitpe.pe.base.PositionEncoding.batch_states>`: the
+rotary PEs' per-image angle tables, one rotation a layer). A batch whose images share one grid takes the one-grid
+path itself (a model checks :attr:`GridLayout.uniform`).
 """
 
 from __future__ import annotations
@@ -117,6 +119,7 @@ class MixedState:
                              f"built with num_prefix_tokens={pe.num_prefix_tokens}")
         self.pe, self.layout = pe, layout
         self.states = [pe.prepare(group.grid) for group in layout.groups]
+        self.batched = pe.batch_states(layout, self.states)  # the PE's own per-image state, where it has one
         self._key_masks: dict[torch.dtype, torch.Tensor] = {}
 
     def _check(self, tokens: int, what: str) -> None:
@@ -147,6 +150,8 @@ class MixedState:
         self._check(qkv.shape[-2], "qkv")
         if "qk" not in self.pe.sites:
             return qkv[0], qkv[1], qkv[2]
+        if self.batched is not None:  # one rotation of the whole batch by per-image angles
+            return self.pe.rotate_qkv(qkv, self.batched, layer)
         q = k = None
         for group, state in zip(self.layout.groups, self.states):
             part = qkv[:, group.rows, :, :group.tokens]  # (3, b, nH, t, Dh), a copy the PE may rotate in place

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import torch
 
 from vitpe.pe.base import PositionEncoding, pad_prefix
+from vitpe.pe.mixed import GridLayout
 from vitpe.pe.grid import Grid
 from vitpe.pe.rotary import rotate_pairs, rotate_qk_of_qkv
 
@@ -102,6 +103,24 @@ class RotaryEncoding(PositionEncoding):
         if self.per_layer:  # split once: the layers' angle gradients then gather in one stack, where indexing per
             return cos.unbind(0), sin.unbind(0)  # layer would give each a zero-filled (depth, ...) copy to sum
         return cos, sin
+
+    def batch_states(self, layout: GridLayout, states: list[RotaryState]) -> RotaryState | None:
+        """The grids' angle tables as one per image, padded to the batch's T (cos 1, sin 0 on padding): cos and sin
+        (B, 1, T, Dh/2), per layer (B, nH, T, Dh/2) each, which the hooks broadcast over the heads as they do a
+        grid's (T, Dh/2). None for a subclass whose state is more than these tables (STRING's)."""
+        if type(self)._prepare is not RotaryEncoding._prepare:
+            return None
+        def per_image(tables: list[torch.Tensor], fill: float) -> torch.Tensor:  # (..., t, Dh/2) per group
+            heads = tables[0].shape[0] if tables[0].dim() == 3 else 1
+            out = tables[0].new_full((layout.batch, heads, layout.tokens, tables[0].shape[-1]), fill)
+            for group, table in zip(layout.groups, tables):
+                out[group.rows, :, :group.tokens] = table  # broadcast over the group's images (and heads)
+            return out
+
+        if self.per_layer:  # per layer, a tuple of (nH, t, Dh/2) per grid
+            return tuple(tuple(per_image([s[part][layer] for s in states], fill) for layer in range(self.depth))
+                         for part, fill in ((0, 1.0), (1, 0.0)))
+        return per_image([s[0] for s in states], 1.0), per_image([s[1] for s in states], 0.0)
 
     def rotate(self, x: torch.Tensor, state: RotaryState, layer: int) -> torch.Tensor:
         return rotate_pairs(x, *self._angles(state, layer, x.shape[-2], "x"))
