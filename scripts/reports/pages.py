@@ -78,7 +78,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "value:bench-img-s x2",
         "value:bench-overhead x2",
         "value:cell-number x3",
-        "value:cell-range x4",
+        "value:cell-range x6",
         "value:cell-range-unsigned x6",
         "value:gpu-step-ms x1",
         "value:log-number x27",
