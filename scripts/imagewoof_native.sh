@@ -4,8 +4,8 @@
 #   square_<pe>_s<seed>   configs/imagenette_grid.yaml data.dataset=imagewoof: centred squares, 40 -> 64 px
 #   native_<pe>_s<seed>   configs/imagewoof_native.yaml: every photograph at its aspect, 16-144 patches an image, the
 #                         same training tokens
-#   naflex_<pos>_s<seed>  the anchor: timm's NaFlexViT (learned table, RoPE-Mixed) trained by timm's own NaFlex loader
-#                         at the same budget (scripts/naflex_baseline.py), then swept at the same short sides
+#   naflex_<pos>_s<seed>  the anchor: timm's NaFlexViT (ANCHORS: learned table, RoPE-Mixed) trained by timm's own
+#                         NaFlex loader at the same budget (scripts/naflex_baseline.py), swept at the same short sides
 # for the PEs of PES and the seeds of SEEDS, JOBS (default 2) trainings at a time with one thread each; then every run
 # evaluated at native aspect with the short side at each of RESOLUTIONS px (48 ... 320: 5x the training's 64), in the
 # interpolate and extrapolate modes and NTK (a mode without meaning for a PE is recorded with its reason), on the
@@ -36,7 +36,7 @@ if [[ $stages == *" train "* ]]; then
   done; done)
 fi
 anchors=()
-for seed in "${seeds[@]}"; do for pos in learned rope_mixed; do anchors+=("$runs/naflex_${pos}_s$seed"); done; done
+for seed in "${seeds[@]}"; do for pos in ${ANCHORS:-learned rope_mixed}; do anchors+=("$runs/naflex_${pos}_s$seed"); done; done
 anchor_finished() { [ -f "$1/metrics.jsonl" ] && [ "$(wc -l < "$1/metrics.jsonl")" -ge "${ANCHOR_EPOCHS:-35}" ]; }
 if [[ $stages == *" anchor "* ]]; then
   export ANCHOR_OPTIONS=${ANCHOR_OPTIONS:-}

@@ -595,7 +595,7 @@ def test_imagewoof_native_script_trains_square_and_native_runs_and_sweeps_them_a
     photo_folder(tmp_path / "data" / "imagewoof2-320", per_class=6)
     env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "VITPE_DATA": str(tmp_path / "data"),
            "SEEDS": "0", "JOBS": "2", "PES": "rope_mixed", "RECORDS": str(tmp_path / "kept"),
-           "RESOLUTIONS": "16,32", "EVAL_LIMIT": "0", "ANCHOR_EPOCHS": "1",
+           "RESOLUTIONS": "16,32", "EVAL_LIMIT": "0", "ANCHOR_EPOCHS": "1", "ANCHORS": "rope_mixed",
            "ANCHOR_OPTIONS": "--batch-size 2 --workers 0",
            "EXTRA": "data.img_size=32 model.dim=32 model.depth=1 model.heads=2 model.patch_size=4 model.stem=patch "
                     "train.epochs=1 train.batch_size=4 train.img_sizes=[16] train.img_size_epochs=[] "
@@ -612,10 +612,9 @@ def test_imagewoof_native_script_trains_square_and_native_runs_and_sweeps_them_a
     assert {r["aspect"] for r in records} == {"native"} and {r["resolution"] for r in records} == {16, 32}
     assert {r["pe_resize"] for r in records} == {"interpolate", "extrapolate", "ntk"}
     assert len({r["run"] for r in records}) == 2 and (tmp_path / "kept" / "resolution" / "resolution.json").is_file()
-    for pos in ("learned", "rope_mixed"):  # the anchors: trained by timm's loader, swept at the same sizes, kept
-        kept = tmp_path / "kept" / f"naflex_{pos}_s0"
-        assert json.loads((kept / "config.json").read_text())["pos_embed"] == pos
-        assert [r["resolution"] for r in json.loads((kept / "resolution.json").read_text())] == [16, 32]
+    kept = tmp_path / "kept" / "naflex_rope_mixed_s0"  # the anchor: trained by timm's loader, swept, kept
+    assert json.loads((kept / "config.json").read_text())["pos_embed"] == "rope_mixed"
+    assert [r["resolution"] for r in json.loads((kept / "resolution.json").read_text())] == [16, 32]
 
 
 def test_the_naflex_anchor_trains_with_timms_loader_resumes_and_evaluates_at_native_aspect(tmp_path, capsys):
