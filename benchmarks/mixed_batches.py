@@ -16,8 +16,8 @@ Imagenette grid's ViT (dim 192, depth 6, 3 heads, patch 8, conv stem, mean pooli
 - ``grouped``: one call per distinct grid, the images of that grid as one batch -- exact, and as many calls as grids.
 
 Cells run in interleaved rounds (a new order each round) after a warm-up step; each figure is the median over the
-rounds, each ratio the median of the rounds' paired ratios. The record (``mixed.json``) holds the machine; BENCHMARKS.md's
-table is generated from it (``python scripts/report.py``).
+rounds, each ratio the median of the rounds' paired ratios. The record (``mixed.json``) holds the machine;
+BENCHMARKS.md's table is generated from it (``python scripts/report.py``).
 """
 
 from __future__ import annotations
@@ -142,7 +142,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", help="an image folder with train/<class>/<image> (Imagewoof2-320)")
     parser.add_argument("--out", required=True, help="folder for mixed.json")
-    parser.add_argument("--budget", type=int, default=1152, help="patch tokens a batch (default 1152: 18 x 64, 8 x 144)")
+    parser.add_argument("--budget", type=int, default=1152,
+                        help="patch tokens a batch (default 1152: 18 x 64, 8 x 144)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()

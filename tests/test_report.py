@@ -666,3 +666,41 @@ def test_the_imagewoof_answer_waits_for_every_seed_then_sets_the_gap_against_the
         _imagewoof_run(tmp_path, "stream", seed, stream)
     below = "a gap of −4.5 points, below the seeds' spread: the stream loader does not reach"
     assert below in imagewoof_verdict(tmp_path)
+
+
+def test_the_native_aspect_study_tabulates_each_training_and_its_sweep_at_native_aspect(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from reports.imagewoof_native import native_runs, native_transfer
+
+    study = tmp_path / "results/imagewoof_native"
+    assert "… / … / …" in native_runs(tmp_path) and "No sweep committed yet" in native_transfer(tmp_path)
+    for name, acc, epochs in (("square_cpb_s0", 50.0, 30), ("square_cpb_s1", 52.0, 30), ("native_cpb_s0", 55.0, 35),
+                              ("native_cpb_s1", 57.0, 20), ("naflex_learned_s0", 53.0, 35)):
+        folder = study / name
+        folder.mkdir(parents=True)
+        if name.startswith("naflex"):
+            (folder / "config.json").write_text(json.dumps({"epochs": 35, "pos_embed": "learned"}))
+        else:
+            epochs_planned = 30 if "square" in name else 35
+            (folder / "config.yaml").write_text(f"model: {{pe: cpb}}\ntrain: {{epochs: {epochs_planned}}}\n")
+        (folder / "metrics.jsonl").write_text("".join(json.dumps({"epoch": e + 1, "test_acc": acc / 100,
+                                                                  "elapsed_s": 60}) + "\n" for e in range(epochs)))
+    table = native_runs(tmp_path)
+    assert "| `cpb` | centred squares, 40 → 64 px | 50.00 / 52.00 / … | 51.0 ± 1.4 |" in table
+    assert "| `cpb` | native aspect, 16–144 patches | 55.00 / … / … | 55.0 |" in table  # seed 1 still training
+    assert "| `learned` | timm NaFlexViT, its own loader | 53.00 / … / … | 53.0 |" in table
+    (study / "resolution").mkdir()
+    records = [{"run": f"{kind}_cpb_s{seed}", "pe": "cpb", "resolution": size, "pe_resize": mode, "aspect": "native",
+                "accuracy": acc / 100} for kind, seed, acc in (("square", 0, 40.0), ("square", 1, 42.0),
+                                                               ("native", 0, 50.0))
+               for size in (64, 320) for mode in ("interpolate", "extrapolate")]
+    records.append({**records[0], "pe_resize": "ntk", "accuracy": None, "reason": "cpb has no frequencies"})
+    (study / "resolution/resolution.json").write_text(json.dumps(records))
+    (study / "naflex_learned_s0/resolution.json").write_text(json.dumps(
+        [{"run": "naflex_learned_s0", "pe": "naflex_learned", "resolution": 64, "pe_resize": "timm",
+          "aspect": "native", "accuracy": 0.5}]))
+    sweep_table = native_transfer(tmp_path)
+    assert "| `cpb` | centred squares, 40 → 64 px | extrapolate | 41.0 ± 1.4 | 41.0 ± 1.4 |" in sweep_table
+    assert "| `cpb` | native aspect, 16–144 patches | interpolate | 50.0 | 50.0 |" in sweep_table
+    assert "| `learned` | timm NaFlexViT, its own loader | timm | 50.0 | n/a |" in sweep_table
+    assert "ntk" not in sweep_table  # no accuracy in that mode: no row

@@ -44,6 +44,8 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "table:imagenette-grid-ranking",
         "table:imagenette-grid-remedies",
         "table:imagewoof-stream",
+        "table:imagewoof-native-runs",
+        "table:imagewoof-native-transfer",
         "value:cell x15",
         "value:cell-gap x19",
         "value:cell-range x6",

@@ -66,7 +66,8 @@ class GridLayout:
             raise ValueError("a mixed batch needs at least one sequence; got no grids")
         self.grids: tuple[Grid, ...] = tuple(as_grid(g) for g in grids)
         if len({len(g) for g in self.grids}) > 1:
-            raise ValueError(f"the grids of one batch must have one number of dimensions; got {sorted(set(self.grids))}")
+            raise ValueError(f"the grids of one batch must have one number of dimensions; got "
+                             f"{sorted(set(self.grids))}")
         self.num_prefix_tokens = num_prefix_tokens
         self.device = torch.device(device)
         self.lengths = [num_prefix_tokens + _cells(g) for g in self.grids]

@@ -1,0 +1,90 @@
+"""Imagewoof2-320 at native aspect (RESULTS.md, "Native aspect on Imagewoof2-320"), from the records of
+``scripts/imagewoof_native.sh`` in ``results/imagewoof_native/``: runs ``square_<pe>_s<seed>`` and
+``native_<pe>_s<seed>`` (vitpe), ``naflex_<pos>_s<seed>`` (timm's NaFlexViT, its own sweep in the run's folder), and
+the sweep of the vitpe runs in ``resolution/resolution.json`` (native aspect, short side 48-320 px)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Callable
+
+from reports.records import MISSING, SEEDS, markdown, mean_std, per_seed, read_run
+
+STUDY = "results/imagewoof_native"
+PES = ("learnable", "rope_mixed", "cpb", "lookhere", "fire")
+ANCHORS = ("learned", "rope_mixed")
+#: What each way of training is, as a table's row says it.
+TRAININGS = {"square": "centred squares, 40 → 64 px", "native": "native aspect, 16–144 patches",
+             "naflex": "timm NaFlexViT, its own loader"}
+SIZES = (48, 64, 96, 128, 160, 192, 256, 320)
+
+
+def _runs(root: Path) -> dict[tuple[str, str], dict[int, object]]:
+    """Finished runs by (training, PE or anchor) and seed."""
+    found: dict[tuple[str, str], dict[int, object]] = defaultdict(dict)
+    folder = root / STUDY
+    names = [("square", pe) for pe in PES] + [("native", pe) for pe in PES] + [("naflex", pos) for pos in ANCHORS]
+    for training, pe in names:
+        for seed in SEEDS:
+            run_folder = folder / f"{training}_{pe}_s{seed}"
+            if (run_folder / "metrics.jsonl").is_file():
+                run = read_run(run_folder)
+                if run.finished:
+                    found[(training, pe)][seed] = run
+    return found
+
+
+def native_runs(root: Path) -> str:
+    """Test accuracy at native aspect, short side 64 px (square runs: the centred square at 64 px, as they were
+    tested in training), per seed and mean ± std, for every PE and way of training."""
+    runs = _runs(root)
+    rows = []
+    for (training, pe) in [("square", pe) for pe in PES] + [("native", pe) for pe in PES] + \
+            [("naflex", pos) for pos in ANCHORS]:
+        accuracies = {seed: run.accuracy for seed, run in runs.get((training, pe), {}).items()}
+        rows.append([f"`{pe}`", TRAININGS[training], per_seed(accuracies, SEEDS),
+                     mean_std(list(accuracies.values())) if accuracies else MISSING])
+    return markdown(["PE", "training", "test acc. at 64 px, seeds 0 / 1 / 2 (%)", "mean ± std"], rows)
+
+
+def _sweep_records(root: Path) -> list[dict]:
+    records = []
+    path = root / STUDY / "resolution/resolution.json"
+    if path.is_file():
+        records += json.loads(path.read_text())
+    for pos in ANCHORS:
+        for seed in SEEDS:
+            anchor = root / STUDY / f"naflex_{pos}_s{seed}/resolution.json"
+            if anchor.is_file():
+                records += json.loads(anchor.read_text())
+    return [r for r in records if r.get("aspect", "native") == "native"]
+
+
+def native_transfer(root: Path) -> str:
+    """Accuracy at native aspect with the short side at each size, mean ± std over seeds, per PE, way of training and
+    resize mode (a mode without meaning for a PE left out)."""
+    records = _sweep_records(root)
+    if not records:
+        return f"{MISSING} No sweep committed yet (`{STUDY}/resolution/resolution.json`).\n"
+    cells: dict[tuple[str, str, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        if r["accuracy"] is None:
+            continue
+        training = r["run"].split("_", 1)[0]
+        pe = r["pe"].removeprefix("naflex_")
+        cells[(pe, training, r["pe_resize"])][int(r["resolution"])].append(100 * r["accuracy"])
+    sizes = sorted({size for by_size in cells.values() for size in by_size})
+    order = {pe: i for i, pe in enumerate(PES + ANCHORS)}
+    rows = [[f"`{pe}`", TRAININGS.get(training, training), mode,
+             *[mean_std(by_size[size]) if size in by_size else "n/a" for size in sizes]]
+            for (pe, training, mode), by_size in sorted(cells.items(), key=lambda item: (
+                order.get(item[0][0], 99), list(TRAININGS).index(item[0][1]) if item[0][1] in TRAININGS else 9,
+                item[0][2]))]
+    return markdown(["PE", "training", "mode", *[f"{size} px" for size in sizes]], rows)
+
+
+#: This study's tables: name -> function of the repository root -> markdown (scripts/report.py).
+TABLES: dict[str, Callable[[Path], str]] = {"imagewoof-native-runs": native_runs,
+                                           "imagewoof-native-transfer": native_transfer}
