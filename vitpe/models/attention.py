@@ -51,7 +51,7 @@ class Attention(nn.Module):
         else:
             # bf16 on the CPU attends in float32: SDPA's fused CPU kernel takes longer in bf16 than in float32 at these
             # sizes (forward and backward, 4 heads of 32 channels, batch 64, one thread: 6x at 16 tokens, 2.4x at 64)
-            upcast = q.device.type == "cpu" and q.dtype == torch.bfloat16
+            upcast, dtype = q.device.type == "cpu" and q.dtype == torch.bfloat16, q.dtype
             if upcast:
                 q, k, v = q.float(), k.float(), v.float()
             if mask is not None:
@@ -64,6 +64,7 @@ class Attention(nn.Module):
                 mask = key_mask.to(q.dtype) if mask is None else mask + key_mask.to(q.dtype)  # (B, nH, T, T)
             with torch.autocast("cpu", enabled=False) if upcast else nullcontext():  # else autocast casts back
                 x = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)  # (B, nH, T, Dh)
+            x = x.to(dtype)  # back to the projections' dtype (a model cast to bf16 has no autocast to do it)
         x = x.transpose(1, 2).reshape(B, T, D)  # (B, T, D)
         return self.proj_drop(self.proj(x))
 

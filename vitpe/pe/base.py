@@ -140,6 +140,14 @@ class PositionEncoding(nn.Module):
     def device(self) -> torch.device:
         return self.reference_grid.device
 
+    @property
+    def working_dtype(self) -> torch.dtype:
+        """The dtype a PE computes its tables, biases and rotations in from coordinates: float32, or float64 for a PE
+        cast to it (its parameters' dtype promoted to at least float32). A PE cast to bfloat16 or float16 keeps those
+        small products in float32, as it does under autocast."""
+        dtype = next((p.dtype for p in self.parameters() if p.is_floating_point()), torch.float32)
+        return torch.promote_types(dtype, torch.float32)
+
     def check_grid(self, grid: int | tuple[int, ...]) -> Grid:
         grid = as_grid(grid)
         if len(grid) != len(self.grid):

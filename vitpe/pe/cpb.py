@@ -66,8 +66,10 @@ class ContinuousPositionBias(BiasEncoding):
         layers (33 at inference; counted as :mod:`vitpe.bench.kernels` counts them): small kernels, which set the
         pace where launches do (a GPU's small steps).
         """
-        first = torch.stack([mlp[0].weight for mlp in self.mlps]).transpose(1, 2)  # (depth, ndim, hidden)
-        shift = torch.stack([mlp[0].bias for mlp in self.mlps]).unsqueeze(1)  # (depth, 1, hidden)
-        last = torch.stack([mlp[2].weight for mlp in self.mlps]).transpose(1, 2)  # (depth, hidden, nH)
-        hidden = torch.baddbmm(shift, coords.expand(len(self.mlps), -1, -1), first).relu_()  # (depth, T, hidden)
+        work = self.working_dtype  # a PE cast to bf16: its MLP in float32 (no-ops in float32)
+        first = torch.stack([mlp[0].weight for mlp in self.mlps]).transpose(1, 2).to(work)  # (depth, ndim, hidden)
+        shift = torch.stack([mlp[0].bias for mlp in self.mlps]).unsqueeze(1).to(work)  # (depth, 1, hidden)
+        last = torch.stack([mlp[2].weight for mlp in self.mlps]).transpose(1, 2).to(work)  # (depth, hidden, nH)
+        coords = coords.to(work).expand(len(self.mlps), -1, -1)  # (depth, T, ndim)
+        hidden = torch.baddbmm(shift, coords, first).relu_()  # (depth, T, hidden)
         return torch.bmm(hidden, last)  # (depth, T, nH)

@@ -104,5 +104,8 @@ class FIRE(BiasEncoding):
 
     def tables(self, u: torch.Tensor) -> torch.Tensor:
         """Every layer's MLP on ``u`` (T, ndim) -> (depth, T, nH)."""
-        hidden = torch.baddbmm(self.first_bias, u.expand(self.depth, -1, -1), self.first_weight).relu_()
-        return torch.baddbmm(self.last_bias, hidden, self.last_weight)  # (depth, T, hidden) -> (depth, T, nH)
+        work = self.working_dtype  # a PE cast to bf16: its MLP in float32 (no-ops in float32)
+        first_bias, first_weight, last_bias, last_weight = (p.to(work) for p in (
+            self.first_bias, self.first_weight, self.last_bias, self.last_weight))
+        hidden = torch.baddbmm(first_bias, u.to(work).expand(self.depth, -1, -1), first_weight).relu_()
+        return torch.baddbmm(last_bias, hidden, last_weight)  # (depth, T, hidden) -> (depth, T, nH)

@@ -66,8 +66,9 @@ class GeneratorRope(PositionEncoding):
 
     def rotations(self, positions: torch.Tensor) -> torch.Tensor:
         """``R(p)`` at ``positions`` (N, ndim) in reference-side units: (depth, nH, N, Dh/b, b, b)."""
-        A = self.generators()  # (depth, nH, ndim, Dh/b, b, b)
-        exponent = torch.einsum("na,lhakij->lhnkij", positions, A)  # (depth, nH, N, Dh/b, b, b)
+        work = self.working_dtype  # a PE cast to bf16: its exponentials in float32 (no-ops in float32)
+        A = self.generators().to(work)  # (depth, nH, ndim, Dh/b, b, b)
+        exponent = torch.einsum("na,lhakij->lhnkij", positions.to(work), A)  # (depth, nH, N, Dh/b, b, b)
         return torch.linalg.matrix_exp(exponent.contiguous())  # (torch's matrix_exp fails on some strided inputs)
 
     def prepare(self, grid: int | tuple[int, ...]) -> GeneratorState:

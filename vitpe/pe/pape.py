@@ -74,9 +74,11 @@ class PaPE(PositionEncoding):
     def query_features(self, q: torch.Tensor, positions: torch.Tensor, layer: int) -> torch.Tensor:
         """A query's extra channels ``[c_q, 2 A p_q - beta, -vec A]`` for ``q`` (..., nH, T, Dh) at ``positions``
         (T, ndim): (..., nH, T, 1 + ndim + ndim^2), zeros for the prefix tokens."""
-        w = self.directions[layer]  # (nH, M, ndim)
-        a = F.softplus(torch.einsum("...htd,hdm->...htm", q, self.curvature[layer]))  # (..., nH, T, M)
-        b = torch.einsum("...htd,hdm->...htm", q, self.slope[layer])  # (..., nH, T, M)
+        work = q.dtype  # the caller's working dtype (float32, or float64 for a PE cast to it)
+        w = self.directions[layer].to(work)  # (nH, M, ndim)
+        a = F.softplus(torch.einsum("...htd,hdm->...htm", q, self.curvature[layer].to(work)))  # (..., nH, T, M)
+        b = torch.einsum("...htd,hdm->...htm", q, self.slope[layer].to(work))  # (..., nH, T, M)
+        positions = positions.to(work)
         outer = (w[:, :, :, None] * w[:, :, None, :]).flatten(-2)  # (nH, M, ndim^2): w_m w_m^T, flattened
         A = torch.einsum("...htm,hmk->...htk", a, outer)  # (..., nH, T, ndim^2): vec A
         beta = torch.einsum("...htm,hmi->...hti", b, w)  # (..., nH, T, ndim)
@@ -94,7 +96,7 @@ class PaPE(PositionEncoding):
         self.check_tokens(qkv.shape[-2], positions.shape[0], "qkv")
         q, k, v = qkv.unbind(0)  # 3 x (..., nH, T, Dh)
         with _autocast_off(self.device):
-            extra_q = self.query_features(q.float(), positions, layer)  # (..., nH, T, F)
+            extra_q = self.query_features(q.to(self.working_dtype), positions, layer)  # (..., nH, T, F)
         width = self.head_dim + extra_q.shape[-1]  # E: the head dim attention will scale by
         grow, unit = math.sqrt(width / self.head_dim), math.sqrt(width)
         q = torch.cat([q * grow, (extra_q * unit).to(q.dtype)], dim=-1)  # (..., nH, T, E)
