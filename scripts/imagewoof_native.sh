@@ -37,7 +37,6 @@ if [[ $stages == *" train "* ]]; then
 fi
 anchors=()
 for seed in "${seeds[@]}"; do for pos in ${ANCHORS:-learned rope_mixed}; do anchors+=("$runs/naflex_${pos}_s$seed"); done; done
-anchor_finished() { [ -f "$1/metrics.jsonl" ] && [ "$(wc -l < "$1/metrics.jsonl")" -ge "${ANCHOR_EPOCHS:-35}" ]; }
 if [[ $stages == *" anchor "* ]]; then
   export ANCHOR_OPTIONS=${ANCHOR_OPTIONS:-}
   in_lanes -L 1 sh -c 'run=$0 pos=$1 seed=$2
@@ -45,20 +44,18 @@ if [[ $stages == *" anchor "* ]]; then
     "$PYTHON" scripts/naflex_baseline.py --out "$run" "$@" --epochs "${ANCHOR_EPOCHS:-35}" --threads 1 \
       $ANCHOR_OPTIONS >> "$run.log" 2>&1 || { echo "failed: $run (see $run.log)" >&2; exit 255; }' \
     < <(for run in "${anchors[@]}"; do
-          anchor_finished "$run" || { pos=${run##*/naflex_}; echo "$run ${pos%_s*} ${run##*_s}"; }; done)
+          run_finished "$run" || { pos=${run##*/naflex_}; echo "$run ${pos%_s*} ${run##*_s}"; }; done)
   for run in "${anchors[@]}"; do
-    if [ -n "${RECORDS:-}" ] && anchor_finished "$run"; then
-      mkdir -p "$(kept_path "$run")" && cp "$run/config.json" "$run/metrics.jsonl" "$(kept_path "$run")/"
-    fi
+    if run_finished "$run"; then keep_records "$run"; fi
   done
 fi
 if [[ $stages == *" evaluate "* ]]; then
   for run in "${anchors[@]}"; do
-    if anchor_finished "$run" && [ ! -f "$run/resolution.json" ]; then
+    if run_finished "$run" && [ ! -f "$run/resolution.json" ]; then
       "$PYTHON" scripts/naflex_baseline.py --evaluate "$run" --sizes "${RESOLUTIONS:-48,64,96,128,160,192,256,320}" \
         --limit "${EVAL_LIMIT:-1000}" > "$run.eval.log" 2>&1 || { echo "failed: $run (see $run.eval.log)" >&2; exit 1; }
+      keep_records "$run"
     fi
-    if [ -n "${RECORDS:-}" ] && [ -f "$run/resolution.json" ]; then cp "$run/resolution.json" "$(kept_path "$run")/"; fi
   done
   existing=()
   for seed in "${seeds[@]}"; do for pe in "${pes[@]}"; do for mode in square native; do

@@ -6,11 +6,14 @@
 # A run folder lives on one machine's disk; with RECORDS=results/<experiment>, a long experiment spread over machines
 # leaves every finished run in the repository, ready to commit, however it ends.
 
-run_finished() {  # run_finished RUN_DIR: true when the run has a checkpoint and a metrics line for every epoch
+run_finished() {  # run_finished RUN_DIR: true when the run has a checkpoint and a metrics line for every epoch (its
+  # config.yaml's train.epochs, or a baseline script's config.json's epochs)
   [ -f "$1/checkpoint.pt" ] && [ -f "$1/metrics.jsonl" ] || return 1
   local epochs
-  epochs=$("${PYTHON:-python}" -c "import yaml, sys; print(yaml.safe_load(open(sys.argv[1]))['train']['epochs'])" \
-           "$1/config.yaml")
+  epochs=$("${PYTHON:-python}" -c "import json, sys, yaml, pathlib
+run = pathlib.Path(sys.argv[1])
+print(yaml.safe_load(open(run / 'config.yaml'))['train']['epochs'] if (run / 'config.yaml').is_file()
+      else json.load(open(run / 'config.json'))['epochs'])" "$1")
   [ "$(wc -l < "$1/metrics.jsonl")" -ge "$epochs" ]
 }
 
@@ -19,12 +22,12 @@ kept_path() {  # kept_path PATH: where PATH's records go (its path below RUNS, o
   if [[ $1 == "$runs"/* ]]; then echo "$RECORDS/${1#"$runs"/}"; else echo "$RECORDS/$(basename "$1")"; fi
 }
 
-keep_records() {  # keep_records RUN_DIR: a finished training's records
+keep_records() {  # keep_records RUN_DIR: a finished training's records (and a baseline's own sweep)
   [ -n "${RECORDS:-}" ] || return 0
   local dest file
   dest=$(kept_path "$1")
   mkdir -p "$dest"
-  for file in config.yaml config.json metrics.jsonl init.json; do
+  for file in config.yaml config.json metrics.jsonl init.json resolution.json; do
     if [ -f "$1/$file" ]; then cp "$1/$file" "$dest/"; fi
   done
 }

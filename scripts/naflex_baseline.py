@@ -39,6 +39,13 @@ import torch
 import torch.nn.functional as F
 
 from vitpe.atomic_files import write_text_atomic
+from vitpe.data import DataError
+from vitpe.data.image_folder import find_named_folder
+from vitpe.data.native_aspect import native_evaluation
+from vitpe.data.stream_index import open_index
+from vitpe.data.stream_loader import Selection
+from vitpe.engine.loop import evaluate
+from vitpe.pe.mixed import GridLayout
 from vitpe.cli.arg_types import positive_int
 from vitpe.engine.metrics_file import append_record, read_records, save_records
 from vitpe.loading.checkpoint import save_atomic
@@ -60,38 +67,36 @@ def build_model(pos_embed: str, num_classes: int) -> torch.nn.Module:
     return NaFlexVit(cfg=cfg, num_classes=num_classes)
 
 
-def test_loader(folder: Path, short_side: int, batch: int):
-    """The test split at native aspect, the short side at ``short_side``: vitpe's native views (lists of images)."""
-    from vitpe.data.native_aspect import NativeAspectView, TokenBudgetLoader
-    from vitpe.data.stream_index import open_index
+class OneSizeACall(torch.nn.Module):
+    """``model`` (timm's NaFlexViT on plain image tensors) over a list of images of many sizes: one call per size,
+    the logits (B, classes) in the list's order."""
 
-    return TokenBudgetLoader(open_index(folder, "test"), train=False, batch_size=batch, short_side=short_side,
-                             mean=list(MEAN), std=list(STD), view=NativeAspectView(PATCH, train=False))
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, images: list[torch.Tensor]) -> torch.Tensor:
+        layout = GridLayout([tuple(x.shape[-2:]) for x in images], num_prefix_tokens=0)  # its groups: images by size
+        logits = torch.empty(len(images), self.model.num_classes)
+        for group in layout.groups:
+            logits[group.rows] = self.model(torch.stack([images[i] for i in group.rows.tolist()])).float()
+        return logits
 
 
-@torch.inference_mode()
-def evaluate(model: torch.nn.Module, loader) -> dict[str, float]:
-    """Accuracy and loss over ``loader``'s lists of images, each size's images one batch for NaFlexViT."""
-    model.eval()
-    loss = correct = seen = 0.0
-    for images, labels in loader.epoch(0):
-        groups: dict[tuple, list[int]] = {}
-        for i, x in enumerate(images):
-            groups.setdefault(tuple(x.shape), []).append(i)
-        logits = torch.empty(len(images), model.num_classes)
-        for rows in groups.values():
-            logits[rows] = model(torch.stack([images[i] for i in rows])).float()
-        loss += F.cross_entropy(logits, labels, reduction="sum").item()
-        correct += (logits.argmax(-1) == labels).sum().item()
-        seen += len(labels)
-    return {"loss": loss / seen, "acc": correct / seen, "n": int(seen)}
+def evaluate_at(model: torch.nn.Module, folder: Path, short_side: int, batch: int, limit: int = 0) -> dict:
+    """Loss, accuracy and count on the test split (its first ``limit`` images; 0: all) at native aspect, the short
+    side at ``short_side``: vitpe's native views and evaluation loop."""
+    index = open_index(folder, "test")
+    index = Selection(index, range(min(limit, len(index)))) if limit else index
+    loader = native_evaluation(index, short_side, batch, patch=PATCH, mean=list(MEAN), std=list(STD))
+    return evaluate(OneSizeACall(model), loader, torch.device("cpu"), precision="fp32")
 
 
 def find_folder(root: str, dataset: str) -> Path:
-    for candidate in (Path(root) / dataset, Path(root)):
-        if (candidate / "train").is_dir():
-            return candidate
-    sys.exit(f"error: no {dataset}/train under {root}: point VITPE_DATA or --data-root at the folder that holds it")
+    try:
+        return find_named_folder(root, dataset)
+    except DataError as err:
+        sys.exit(f"error: {err}")
 
 
 def train(args: argparse.Namespace) -> int:
@@ -129,7 +134,6 @@ def train(args: argparse.Namespace) -> int:
         write_text_atomic(json.dumps({**{k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
                                       "baseline": BASELINE, "seq_lens": SEQ_LENS}, indent=1) + "\n",
                           out / "config.json")
-    tests = test_loader(folder, 64, 128)
     for epoch in range(start_epoch, args.epochs):
         loader.dataset.set_epoch(epoch)  # the NaFlex wrapper draws its epoch's batches from it
         model.train()
@@ -147,7 +151,7 @@ def train(args: argparse.Namespace) -> int:
             correct += (logits.argmax(-1) == targets).sum().item()
             seen += len(targets)
         train_s = time.perf_counter() - began
-        result = evaluate(model, tests)
+        result = evaluate_at(model, folder, 64, 128)
         elapsed += time.perf_counter() - began
         record = {"epoch": epoch + 1, "train_loss": loss_sum / seen, "train_acc": correct / seen,
                   "test_loss": result["loss"], "test_acc": result["acc"], "img_per_s": seen / train_s,
@@ -170,14 +174,7 @@ def evaluate_sizes(args: argparse.Namespace) -> int:
     folder = find_folder(args.data_root, config["dataset"])
     records = []
     for size in args.sizes:
-        loader = test_loader(folder, size, max(1, args.batch_size))
-        if args.limit:
-            from vitpe.data.stream_loader import Selection
-
-            loader = type(loader)(Selection(loader.index, range(min(args.limit, len(loader.index)))), train=False,
-                                  batch_size=loader.batch_size, short_side=size, mean=list(MEAN), std=list(STD),
-                                  view=loader.view)
-        result = evaluate(model, loader)
+        result = evaluate_at(model, folder, size, args.batch_size, args.limit)
         records.append({"run": run.name, "pe": f"naflex_{config['pos_embed']}", "resolution": size,
                         "train_resolution": 64, "pe_resize": "timm", "accuracy": result["acc"],
                         "loss": result["loss"], "n": result["n"], "precision": "fp32", "aspect": "native"})
@@ -201,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=sizes, default=[48, 64, 96, 128, 160, 192, 256, 320])
     parser.add_argument("--limit", type=int, default=0, help="--evaluate: the first N test images (0: all)")
     parser.add_argument("--pos-embed", choices=("learned", "rope_mixed"), default="learned")
-    parser.add_argument("--dataset", default="imagewoof2-320", help="the folder under the data root")
+    parser.add_argument("--dataset", choices=("imagewoof", "imagenette"), default="imagewoof",
+                        help="the image folder under the data root (its official folder names)")
     parser.add_argument("--data-root", default=os.environ.get("VITPE_DATA", "./data"))
     parser.add_argument("--epochs", type=positive_int, default=35)
     parser.add_argument("--batch-size", type=positive_int, default=39,

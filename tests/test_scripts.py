@@ -566,14 +566,20 @@ def test_sigterm_to_an_experiment_script_stops_its_lanes_at_a_checkpoint_and_the
     assert epochs == list(range(1, 41))
 
 
-def test_imagewoof_stream_script_trains_both_loaders_side_by_side_and_keeps_their_records(tmp_path):
+def imagewoof_env(tmp_path: Path, per_class: int, **settings: str) -> dict[str, str]:
+    """The environment of an Imagewoof experiment script on a small photo folder (tmp_path/data/imagewoof2-320):
+    seed 0, two lanes, records kept in tmp_path/kept, ``settings`` (EXTRA and the script's own) on top."""
     from conftest import photo_folder
 
-    photo_folder(tmp_path / "data" / "imagewoof2-320", per_class=4)
-    env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "VITPE_DATA": str(tmp_path / "data"),
-           "SEEDS": "0", "JOBS": "2", "RECORDS": str(tmp_path / "kept"),
-           "EXTRA": "data.img_size=32 model.dim=32 model.depth=1 model.heads=2 train.epochs=2 train.batch_size=4 "
-                    "train.img_sizes=[16] train.img_size_epochs=[] model.img_size=16 train.warmup_epochs=0"}
+    photo_folder(tmp_path / "data" / "imagewoof2-320", per_class=per_class)
+    return {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "VITPE_DATA": str(tmp_path / "data"),
+            "SEEDS": "0", "JOBS": "2", "RECORDS": str(tmp_path / "kept"), **settings}
+
+
+def test_imagewoof_stream_script_trains_both_loaders_side_by_side_and_keeps_their_records(tmp_path):
+    env = imagewoof_env(tmp_path, per_class=4, EXTRA="data.img_size=32 model.dim=32 model.depth=1 model.heads=2 "
+                        "train.epochs=2 train.batch_size=4 train.img_sizes=[16] train.img_size_epochs=[] "
+                        "model.img_size=16 train.warmup_epochs=0")
     runs = tmp_path / "imagewoof"
     done = subprocess.run(["bash", "scripts/imagewoof_stream.sh", str(runs)], cwd=ROOT, env=env, capture_output=True,
                           text=True)
@@ -590,16 +596,12 @@ def test_imagewoof_stream_script_trains_both_loaders_side_by_side_and_keeps_thei
 
 
 def test_imagewoof_native_script_trains_square_and_native_runs_and_sweeps_them_at_native_aspect(tmp_path):
-    from conftest import photo_folder
-
-    photo_folder(tmp_path / "data" / "imagewoof2-320", per_class=6)
-    env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "VITPE_DATA": str(tmp_path / "data"),
-           "SEEDS": "0", "JOBS": "2", "PES": "rope_mixed", "RECORDS": str(tmp_path / "kept"),
-           "RESOLUTIONS": "16,32", "EVAL_LIMIT": "0", "ANCHOR_EPOCHS": "1", "ANCHORS": "rope_mixed",
-           "ANCHOR_OPTIONS": "--batch-size 2 --workers 0",
-           "EXTRA": "data.img_size=32 model.dim=32 model.depth=1 model.heads=2 model.patch_size=4 model.stem=patch "
-                    "train.epochs=1 train.batch_size=4 train.img_sizes=[16] train.img_size_epochs=[] "
-                    "model.img_size=16 train.warmup_epochs=0 data.seq_lens=[4,16] data.token_budget=32"}
+    env = imagewoof_env(tmp_path, per_class=6, PES="rope_mixed", RESOLUTIONS="16,32", EVAL_LIMIT="0",
+                        ANCHOR_EPOCHS="1", ANCHORS="rope_mixed", ANCHOR_OPTIONS="--batch-size 2 --workers 0",
+                        EXTRA="data.img_size=32 model.dim=32 model.depth=1 model.heads=2 model.patch_size=4 "
+                        "model.stem=patch train.epochs=1 train.batch_size=4 train.img_sizes=[16] "
+                        "train.img_size_epochs=[] model.img_size=16 train.warmup_epochs=0 data.seq_lens=[4,16] "
+                        "data.token_budget=32")
     runs = tmp_path / "native"
     done = subprocess.run(["bash", "scripts/imagewoof_native.sh", str(runs)], cwd=ROOT, env=env, capture_output=True,
                           text=True)

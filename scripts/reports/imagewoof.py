@@ -7,7 +7,7 @@ import statistics
 from pathlib import Path
 from typing import Callable
 
-from reports.records import markdown, mean_std, per_seed, read_run, with_sign
+from reports.records import finished_by_seed, markdown, mean_std, per_seed, with_sign
 
 SEEDS = (0, 1, 2)
 LOADERS = {"memory": ("in memory (`configs/imagenette_grid.yaml data.dataset=imagewoof`): the centred squares "
@@ -18,14 +18,7 @@ LOADERS = {"memory": ("in memory (`configs/imagenette_grid.yaml data.dataset=ima
 
 def finished_runs(root: Path, loader: str) -> dict[int, object]:
     """The finished ``cpb_s<seed>`` runs of one loader, by seed."""
-    runs = {}
-    for seed in SEEDS:
-        folder = root / "results/imagewoof" / loader / f"cpb_s{seed}"
-        if (folder / "metrics.jsonl").is_file():
-            run = read_run(folder)
-            if run.finished:
-                runs[seed] = run
-    return runs
+    return finished_by_seed(root / "results/imagewoof" / loader, "cpb", SEEDS)
 
 
 def imagewoof_stream(root: Path) -> str:

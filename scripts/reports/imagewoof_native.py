@@ -10,7 +10,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Callable
 
-from reports.records import MISSING, SEEDS, markdown, mean_std, per_seed, read_run
+from reports.records import MISSING, SEEDS, finished_by_seed, markdown, mean_std, per_seed
 
 STUDY = "results/imagewoof_native"
 PES = ("learnable", "rope_mixed", "cpb", "lookhere", "fire")
@@ -21,29 +21,17 @@ TRAININGS = {"square": "centred squares, 40 → 64 px", "native": "native aspect
 SIZES = (48, 64, 96, 128, 160, 192, 256, 320)
 
 
-def _runs(root: Path) -> dict[tuple[str, str], dict[int, object]]:
-    """Finished runs by (training, PE or anchor) and seed."""
-    found: dict[tuple[str, str], dict[int, object]] = defaultdict(dict)
-    folder = root / STUDY
-    names = [("square", pe) for pe in PES] + [("native", pe) for pe in PES] + [("naflex", pos) for pos in ANCHORS]
-    for training, pe in names:
-        for seed in SEEDS:
-            run_folder = folder / f"{training}_{pe}_s{seed}"
-            if (run_folder / "metrics.jsonl").is_file():
-                run = read_run(run_folder)
-                if run.finished:
-                    found[(training, pe)][seed] = run
-    return found
+#: The runs' rows: (training, PE or NaFlexViT's position embedding), named ``<training>_<pe>_s<seed>``.
+ROWS = [("square", pe) for pe in PES] + [("native", pe) for pe in PES] + [("naflex", pos) for pos in ANCHORS]
 
 
 def native_runs(root: Path) -> str:
     """Test accuracy at native aspect, short side 64 px (square runs: the centred square at 64 px, as they were
     tested in training), per seed and mean ± std, for every PE and way of training."""
-    runs = _runs(root)
     rows = []
-    for (training, pe) in [("square", pe) for pe in PES] + [("native", pe) for pe in PES] + \
-            [("naflex", pos) for pos in ANCHORS]:
-        accuracies = {seed: run.accuracy for seed, run in runs.get((training, pe), {}).items()}
+    for training, pe in ROWS:
+        runs = finished_by_seed(root / STUDY, f"{training}_{pe}", SEEDS)
+        accuracies = {seed: run.accuracy for seed, run in runs.items()}
         rows.append([f"`{pe}`", TRAININGS[training], per_seed(accuracies, SEEDS),
                      mean_std(list(accuracies.values())) if accuracies else MISSING])
     return markdown(["PE", "training", "test acc. at 64 px, seeds 0 / 1 / 2 (%)", "mean ± std"], rows)

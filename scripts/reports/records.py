@@ -99,6 +99,16 @@ def read_run(folder: Path) -> Run:
     return Run(folder.name, config, read_jsonl(folder / "metrics.jsonl"), recorded)
 
 
+def finished_by_seed(folder: Path, name: str, seeds: Iterable[int] = (0, 1, 2)) -> dict[int, Run]:
+    """The finished runs ``folder/<name>_s<seed>``, by seed (a seed not trained or not finished left out)."""
+    runs = {}
+    for seed in seeds:
+        run_folder = folder / f"{name}_s{seed}"
+        if (run_folder / "metrics.jsonl").is_file() and (run := read_run(run_folder)).finished:
+            runs[seed] = run
+    return runs
+
+
 def read_flat_run(folder: Path, name: str) -> Run:
     """A run stored as ``config_NAME.yaml`` and ``metrics_NAME.jsonl`` side by side (older records)."""
     config_path = folder / f"config_{name}.yaml"

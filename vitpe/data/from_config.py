@@ -15,7 +15,7 @@ from vitpe.data.datasets import DataError, ImageSet, load_cifar, synthetic_image
 from vitpe.data.image_folder import ORDER_SEED, find_named_folder, load_folder_split
 from vitpe.data.loader import BatchLoader, ShardedBatches, channel_stats
 from vitpe.data.stream_index import SampleIndex, open_index
-from vitpe.data.native_aspect import NativeAspectView, TokenBudgetLoader
+from vitpe.data.native_aspect import NativeAspectView, TokenBudgetLoader, native_evaluation
 from vitpe.data.stream_loader import Selection, StreamLoader, stream_channel_stats
 from vitpe.data.stream_views import EvalView, TrainView
 from vitpe.data.synthetic_text import synthetic_text, synthetic_vocabulary
@@ -188,9 +188,8 @@ def stream_run_data(config: Config, ckpt: dict[str, Any] | None, device: torch.d
 
     def evaluated(data: SampleIndex) -> StreamLoader:  # tested at the last training size, as in memory
         if d.native_aspect:  # at each photograph's aspect, the short side at that size
-            return TokenBudgetLoader(data, train=False, batch_size=t.eval_batch_size, short_side=eval_size(config),
-                                     view=NativeAspectView(config.model.patch_size, train=False, draft=d.jpeg_draft),
-                                     **shard)
+            return native_evaluation(data, eval_size(config), t.eval_batch_size, patch=config.model.patch_size,
+                                     draft=d.jpeg_draft, **shard)
         return StreamLoader(data, t.eval_batch_size, train=False, img_sizes=[eval_size(config)],
                             view=EvalView(draft=d.jpeg_draft), **shard)
 

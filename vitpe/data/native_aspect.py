@@ -18,16 +18,17 @@ patch to S times its aspect (:func:`grid_at_short_side`), in batches of a fixed 
 
 from __future__ import annotations
 
+import functools
 import math
 import random
-from typing import Iterator, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
 
 from vitpe.data.loader import step_seed
 from vitpe.data.stream_index import SampleIndex
-from vitpe.data.stream_loader import SIZE_SALT, VIEW_SALT, StreamLoader
+from vitpe.data.stream_loader import SIZE_SALT, StreamLoader, collate
 from vitpe.data.stream_views import RATIO, loaded, resized, seeded_generators, to_tensor
 
 Spec = tuple[str, int]  # ("tokens", L): the largest grid of at most L cells; ("short", S): a short side of S px
@@ -106,19 +107,13 @@ class NativeAspectView:
         return 0, 0, width, height
 
 
-def collate_native(samples: list) -> tuple[list[torch.Tensor], torch.Tensor, list[str]]:
-    """(the readable samples' uint8 images (3, h, w) each, their labels (b,), the unreadable ones' messages)."""
-    kept = [(x, y) for x, y, error in samples if x is not None]
-    errors = [error for x, _, error in samples if x is None]
-    return [x for x, _ in kept], torch.tensor([y for _, y in kept], dtype=torch.long), errors
-
-
 class TokenBudgetLoader(StreamLoader):
     """Batches of float images at their native aspect, as lists of (3, h, w) tensors of different sizes (normalised),
     and labels (B,). Training: a step of sequence length L holds ``token_budget // L`` images per rank (see the
-    module's notes). Evaluation: ``batch_size`` images a step, each at the short side ``short_side``."""
+    module's notes). Evaluation: ``batch_size`` images a step, each at the short side ``short_side``
+    (:func:`native_evaluation` builds one)."""
 
-    collate = staticmethod(collate_native)
+    collate = staticmethod(functools.partial(collate, stack=False))  # a list: the images' sizes differ
 
     def __init__(self, index: SampleIndex, *, train: bool, view: NativeAspectView, mean: list[float],
                  std: list[float], seq_lens: Sequence[int] = (), token_budget: int = 0, batch_size: int = 0,
@@ -136,7 +131,8 @@ class TokenBudgetLoader(StreamLoader):
             raise ValueError(f"native-aspect evaluation needs a short side and a batch size >= 1; got "
                              f"short_side={short_side}, batch_size={batch_size}")
         super().__init__(index, batch_size, train=train, mean=mean, std=std, seed=seed, view=view, workers=workers,
-                         skip_unreadable=skip_unreadable, rank=rank, world=world, device=device)
+                         skip_unreadable=skip_unreadable, rank=rank, world=world, device=device,
+                         img_sizes=[short_side or 32])  # evaluation: the (S, S) it says it tests at
         if train:
             per_rank = len(index) // world
             self.rounds = per_rank // sum(self.batch_sizes)
@@ -144,39 +140,49 @@ class TokenBudgetLoader(StreamLoader):
                 raise ValueError(f"{per_rank} images per rank hold no round of the sequence lengths {list(seq_lens)} "
                                  f"(one batch of each: {sum(self.batch_sizes)} images); lower data.token_budget")
             self.steps = self.rounds * len(self.seq_lens)
+        self._plan: tuple[int, np.ndarray, np.ndarray] | None = None  # (epoch, lengths, first images) of the last
 
     def lengths_of(self, epoch: int) -> np.ndarray:
         """The sequence length of each step of ``epoch``, a seeded shuffle of ``rounds`` copies of ``seq_lens``."""
-        order = torch.randperm(self.steps, generator=torch.Generator().manual_seed(
-            step_seed(self.seed, epoch, -1, salt=SIZE_SALT)))
-        return np.array(self.seq_lens * self.rounds)[order.numpy()]
+        return self._epoch_plan(epoch)[0]
 
-    def items(self, indices: torch.Tensor, epoch: int, step: int) -> list[tuple[int, int, Spec]]:
-        """The sampler's items of one step: (sample, the seed of its view, its spec) per image."""
+    def _epoch_plan(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each step's sequence length and where its images start in the rank's share of the permutation: drawn once
+        an epoch (the sampler asks step by step)."""
+        if self._plan is None or self._plan[0] != epoch:
+            order = torch.randperm(self.steps, generator=torch.Generator().manual_seed(
+                step_seed(self.seed, epoch, -1, salt=SIZE_SALT)))
+            lengths = np.array(self.seq_lens * self.rounds)[order.numpy()]
+            firsts = np.concatenate([[0], np.cumsum(self.token_budget // lengths)])  # (steps + 1,)
+            self._plan = (epoch, lengths, firsts)
+        return self._plan[1:]
+
+    def step_span(self, epoch: int, step: int) -> tuple[int, int]:
         if not self.train:
-            first = step * self.batch_size
-            chosen = indices[first:first + self.batch_size].tolist()
-            return [(i, 0, ("short", self.short_side)) for i in chosen]
-        lengths = self.lengths_of(epoch)
-        sizes = np.array([self.token_budget // length for length in lengths])
-        first, count = int(sizes[:step].sum()), int(sizes[step])
-        chosen = indices[first:first + count].tolist()
-        places = ((first + j) * self.world + self.rank for j in range(len(chosen)))  # in the epoch's permutation
-        return [(i, step_seed(self.seed, epoch, place, salt=VIEW_SALT), ("tokens", int(lengths[step])))
-                for i, place in zip(chosen, places)]
+            return super().step_span(epoch, step)
+        firsts = self._epoch_plan(epoch)[1]
+        return int(firsts[step]), int(firsts[step + 1] - firsts[step])
 
-    def _normalised(self, batches: Iterator) -> Iterator[tuple[list[torch.Tensor], torch.Tensor]]:
-        shift, scale = self._shift[0], self._scale[0]  # (C, 1, 1): uint8 units
-        for images, labels in batches:
-            yield ([image.to(self.device, non_blocking=True).to(torch.float32).sub_(shift).div_(scale)
-                    for image in images], labels.to(self.device, non_blocking=True))
+    def size_of_step(self, epoch: int, step: int) -> Spec:
+        """The view of a step's images: ("tokens", L) in training, ("short", S) in evaluation."""
+        return ("tokens", int(self.lengths_of(epoch)[step])) if self.train else ("short", self.short_side)
+
+    def normalised(self, images: list[torch.Tensor]) -> list[torch.Tensor]:
+        normalise = super().normalised  # of a batch (B, 3, h, w)
+        return [normalise(image[None])[0] for image in images]  # (3, h, w) each
 
     def as_evaluated(self, size: tuple[int, int] | int, batch_size: int) -> "TokenBudgetLoader":
         """Every image at its native aspect with the short side ``size`` (an int, or a square's (s, s)), on every
         rank (not sharded)."""
-        short = size if isinstance(size, int) else size[0]
-        view = NativeAspectView(self.view.patch, train=False, draft=self.view.draft)
-        return TokenBudgetLoader(self.index, train=False, view=view, mean=self.mean.flatten().tolist(),
-                                 std=self.std.flatten().tolist(), batch_size=batch_size, short_side=short,
-                                 workers=self.workers, skip_unreadable=self.skip_unreadable, device=self.device)
+        return native_evaluation(self.index, size if isinstance(size, int) else size[0], batch_size,
+                                 patch=self.view.patch, draft=self.view.draft, mean=self.mean.flatten().tolist(),
+                                 std=self.std.flatten().tolist(), workers=self.workers,
+                                 skip_unreadable=self.skip_unreadable, device=self.device)
 
+
+def native_evaluation(index: SampleIndex, short_side: int, batch_size: int, *, patch: int, draft: bool = False,
+                      **loader: Any) -> TokenBudgetLoader:
+    """A loader of ``index``'s photographs at their own aspect, the short side at ``short_side`` px, ``batch_size``
+    a step; ``loader``: the rest of :class:`TokenBudgetLoader`'s options (mean, std, workers, device, ...)."""
+    return TokenBudgetLoader(index, train=False, batch_size=batch_size, short_side=short_side,
+                             view=NativeAspectView(patch, train=False, draft=draft), **loader)

@@ -76,13 +76,15 @@ class Views(Dataset):
             return None, label, str(unreadable(self.index.name(i), err))
 
 
-def collate(samples: list) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
-    """(uint8 images (b, 3, h, w) of the readable samples, their labels (b,), the unreadable ones' messages)."""
+def collate(samples: list, stack: bool = True) -> tuple[torch.Tensor | list[torch.Tensor], torch.Tensor, list[str]]:
+    """(uint8 images (b, 3, h, w) of the readable samples -- with ``stack=False`` a list of (3, h, w), of any sizes
+    --, their labels (b,), the unreadable ones' messages)."""
     kept = [(x, y) for x, y, error in samples if x is not None]
     errors = [error for x, _, error in samples if x is None]
-    if not kept:
-        return torch.empty(0, dtype=torch.uint8), torch.empty(0, dtype=torch.long), errors
-    return torch.stack([x for x, _ in kept]), torch.tensor([y for _, y in kept]), errors
+    images, labels = [x for x, _ in kept], torch.tensor([y for _, y in kept], dtype=torch.long)
+    if not stack:
+        return images, labels, errors
+    return (torch.stack(images) if images else torch.empty(0, dtype=torch.uint8)), labels, errors
 
 
 class EpochSteps(Sampler):
@@ -138,11 +140,15 @@ class StreamLoader(ShardedBatches):
     def size_of_epoch(self, epoch: int) -> tuple[int, int]:
         return self.sizes.of_epoch(epoch)
 
+    def step_span(self, epoch: int, step: int) -> tuple[int, int]:
+        """Where the rank's images of a step start in its share of the epoch's permutation, and how many there are."""
+        return step * self.batch_size, self.batch_size
+
     def items(self, indices: torch.Tensor, epoch: int, step: int) -> list[tuple[int, int, tuple[int, int]]]:
         """The sampler's items of one step: (sample, the seed of its view, the step's size) per image."""
         size = self.size_of_step(epoch, step)
-        first = step * self.batch_size
-        chosen = indices[first:first + self.batch_size].tolist()
+        first, count = self.step_span(epoch, step)
+        chosen = indices[first:first + count].tolist()
         places = ((first + j) * self.world + self.rank for j in range(len(chosen)))  # in the epoch's permutation
         return [(i, step_seed(self.seed, epoch, place, salt=VIEW_SALT), size) for i, place in zip(chosen, places)]
 
@@ -176,8 +182,12 @@ class StreamLoader(ShardedBatches):
 
     def _normalised(self, batches: Iterator) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for images, labels in batches:
-            x = images.to(self.device, non_blocking=True).to(torch.float32)  # (B, 3, h, w)
-            yield x.sub_(self._shift).div_(self._scale), labels.to(self.device, non_blocking=True)  # two passes
+            yield self.normalised(images), labels.to(self.device, non_blocking=True)
+
+    def normalised(self, images: torch.Tensor) -> torch.Tensor:
+        """uint8 images (B, 3, h, w) -> float32 on the device, normalised (two passes over them)."""
+        x = images.to(self.device, non_blocking=True).to(torch.float32)
+        return x.sub_(self._shift).div_(self._scale)
 
     def as_evaluated(self, size: tuple[int, int], batch_size: int) -> "StreamLoader":
         """Every image of this loader's index as evaluation sees it, on every rank (not sharded): see

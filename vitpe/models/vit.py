@@ -146,20 +146,13 @@ class ViT(PETrunk):
             if not isinstance(image, torch.Tensor) or image.dim() != 3:
                 shape = tuple(image.shape) if isinstance(image, torch.Tensor) else type(image).__name__
                 raise ValueError(f"image {i} of the list is {shape}; each image of a list is one (C, H, W) tensor")
-        sizes = [tuple(image.shape[-2:]) for image in images]
-        if len(set(sizes)) == 1:
+        layout = GridLayout([self.patch_grid(tuple(image.shape[-2:])) for image in images], self.num_prefix_tokens,
+                            images[0].device)
+        if layout.uniform:
             return self.embed(torch.stack(list(images)))
-        layout = GridLayout([self.patch_grid(size) for size in sizes], self.num_prefix_tokens, images[0].device)
         batches = [self.check_images(torch.stack([images[i] for i in group.rows.tolist()])) for group in layout.groups]
-        patches = [t.flatten(1, 2) for t in embed_groups(self.patch_embed, batches)]  # (b, N, D) per group
-        P = self.num_prefix_tokens
-        x = patches[0].new_zeros((layout.batch, layout.tokens, patches[0].shape[-1]))  # (B, T, D)
-        for group, tokens in zip(layout.groups, patches):
-            x[group.rows, P:group.tokens] = tokens
-        prefix = [t for t in (self.cls_token, self.reg_token) if t is not None]
-        if prefix:
-            x[:, :P] = torch.cat(prefix, dim=1).to(x.dtype)  # (1, P, D), the same for every image
-        return x, layout
+        patches = embed_groups(self.patch_embed, batches)  # (b, gh, gw, D) per group, BatchNorm over them all
+        return layout.assemble([self.with_prefix(p.flatten(1, 2)) for p in patches], dim=1), layout  # (B, T, D)
 
     def check_images(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` when it is a batch (B, C, H, W) this model takes, else a ``ValueError`` that says what is wrong."""
@@ -180,7 +173,10 @@ class ViT(PETrunk):
         model cannot take."""
         self.check_images(x)
         grid = self.patch_grid((x.shape[-2], x.shape[-1]))
-        x = self.patch_embed(x).flatten(1, 2)  # (B, gh, gw, D) -> (B, N, D)
+        return self.with_prefix(self.patch_embed(x).flatten(1, 2)), grid  # (B, gh, gw, D) -> (B, N, D) -> (B, T, D)
+
+    def with_prefix(self, x: torch.Tensor) -> torch.Tensor:
+        """Patch tokens (B, N, D) -> (B, T, D): the class token and registers in front, where the model has them."""
         prefix = [t.expand(x.shape[0], -1, -1) for t in (self.cls_token, self.reg_token) if t is not None]
         if prefix:
             x = torch.cat((*prefix, x), dim=1)  # (B, T, D): class token, registers, patches
@@ -189,7 +185,7 @@ class ViT(PETrunk):
             # that transposed memory order through every residual add, and every LayerNorm copies them (one copy
             # here instead: 0.91-0.95x inference, 0.92-0.99x training time, mean pooling, recipe dims; BENCHMARKS.md)
             x = x.contiguous()  # (B, N, D), row-major
-        return x, grid
+        return x
 
     def forward_intermediates(
         self,

@@ -172,9 +172,7 @@ class PositionEncoding(nn.Module):
     def prepare_mixed(self, layout: GridLayout) -> MixedState:
         """The state of a batch whose sequences lie on different grids (:mod:`vitpe.pe.mixed`): each distinct grid's
         state from :meth:`prepare`, and the hooks over the padded batch. Every PE has it through its one-grid hooks."""
-        for grid in {group.grid for group in layout.groups}:
-            self.check_grid(grid)
-        return MixedState(self, layout)
+        return MixedState(self, layout)  # (each grid checked by prepare)
 
     def add_to_tokens(self, x: torch.Tensor, state: Any, layer: int) -> torch.Tensor:
         """Tokens site: ``x`` (B, P + N, D) before block ``layer``; returns the same shape."""

@@ -18,16 +18,17 @@ its own tokens, unpadded --
   :data:`PADDING_BIAS`: a finite minimum, so that no softmax row is all -inf (no NaN), and in float32 exp() of it is
   exactly 0, so that an image's output in a mixed batch is its output alone.
 
-The cost is one gather and one scatter per distinct grid per hook; a PE whose hook can take one state for every
-image at once says so (:meth:`PositionEncoding.batch_states <vitpe.pe.base.PositionEncoding.batch_states>`: the
-rotary PEs' per-image angle tables, one rotation a layer). A batch whose images share one grid takes the one-grid
-path itself (a model checks :attr:`GridLayout.uniform`).
+The cost is one gather and one scatter per distinct grid per hook (:meth:`GridLayout.assemble` places the groups'
+results); a PE whose hook can take one state for every image at once says so (:meth:`PositionEncoding.batch_states
+<vitpe.pe.base.PositionEncoding.batch_states>`: the rotary PEs' per-image angle tables, one rotation a layer). A
+batch whose images share one grid takes the one-grid path itself (a model checks :attr:`GridLayout.uniform`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 
@@ -70,13 +71,13 @@ class GridLayout:
                              f"{sorted(set(self.grids))}")
         self.num_prefix_tokens = num_prefix_tokens
         self.device = torch.device(device)
-        self.lengths = [num_prefix_tokens + _cells(g) for g in self.grids]
+        self.lengths = [num_prefix_tokens + math.prod(g) for g in self.grids]
         self.tokens = max(self.lengths)  # T
         rows: dict[Grid, list[int]] = {}
         for row, grid in enumerate(self.grids):
             rows.setdefault(grid, []).append(row)
         self.groups = tuple(GridGroup(grid, torch.tensor(members, dtype=torch.long, device=self.device),
-                                      num_prefix_tokens + _cells(grid)) for grid, members in rows.items())
+                                      num_prefix_tokens + math.prod(grid)) for grid, members in rows.items())
 
     @property
     def batch(self) -> int:
@@ -96,15 +97,24 @@ class GridLayout:
         """(B, 1, 1, T): 0 on each sequence's keys, :data:`PADDING_BIAS` on its padding (added to the scores)."""
         return (1 - self.token_mask(dtype)[..., 0]).mul_(PADDING_BIAS)[:, None, None, :]
 
+    def assemble(self, parts: Sequence[torch.Tensor], dim: int, fill: float = 0.0, square: bool = False
+                 ) -> torch.Tensor:
+        """The groups' ``parts`` (in the order of :attr:`groups`) as one padded batch: part ``i`` has a leading batch
+        dimension of its group's size, or 1 to be shared by the group's sequences, and its group's ``tokens`` along
+        ``dim`` (and along ``dim + 1`` too with ``square``: a bias (1, nH, t, t)); it goes to its rows, the first
+        ``tokens`` places there, and ``fill`` everywhere else. The other dimensions are the first part's."""
+        shape = [self.batch, *parts[0].shape[1:]]
+        shape[dim] = self.tokens
+        if square:
+            shape[dim + 1] = self.tokens
+        out = parts[0].new_full(shape, fill)
+        for group, part in zip(self.groups, parts):
+            tokens = (slice(group.tokens),) * (2 if square else 1)
+            out[(group.rows, *(slice(None),) * (dim - 1), *tokens)] = part
+        return out
+
     def __repr__(self) -> str:
         return f"GridLayout({self.batch} sequences, {len(self.groups)} grids, T={self.tokens})"
-
-
-def _cells(grid: Grid) -> int:
-    cells = 1
-    for side in grid:
-        cells *= side
-    return cells
 
 
 class MixedState:
@@ -134,16 +144,12 @@ class MixedState:
         self._check(x.shape[1], "the tokens")
         if "tokens" not in self.pe.sites:
             return x
-        out = None
+        parts, moved = [], False
         for group, state in zip(self.layout.groups, self.states):
             part = x[group.rows, :group.tokens]  # (b, t, D), a copy
-            moved = self.pe.add_to_tokens(part, state, layer)
-            if moved is part:
-                continue
-            if out is None:
-                out = x.clone()
-            out[group.rows, :group.tokens] = moved
-        return x if out is None else out
+            parts.append(self.pe.add_to_tokens(part, state, layer))
+            moved |= parts[-1] is not part
+        return self.layout.assemble(parts, dim=1) if moved else x  # (B, T, D), zeros on padding
 
     def rotate_qkv(self, qkv: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q,k site: stacked projections (3, B, nH, T, Dh) -> q, k, v, each group's q and k rotated on its own grid
@@ -153,39 +159,22 @@ class MixedState:
             return qkv[0], qkv[1], qkv[2]
         if self.batched is not None:  # one rotation of the whole batch by per-image angles
             return self.pe.rotate_qkv(qkv, self.batched, layer)
-        q = k = None
-        for group, state in zip(self.layout.groups, self.states):
-            part = qkv[:, group.rows, :, :group.tokens]  # (3, b, nH, t, Dh), a copy the PE may rotate in place
-            q_part, k_part, _ = self.pe.rotate_qkv(part, state, layer)
-            if q is None:
-                q = q_part.new_zeros((qkv.shape[1], q_part.shape[1], self.layout.tokens, q_part.shape[-1]))
-                k = k_part.new_zeros((qkv.shape[1], k_part.shape[1], self.layout.tokens, k_part.shape[-1]))
-            q[group.rows, :, :group.tokens] = q_part
-            k[group.rows, :, :group.tokens] = k_part
+        rotated = [self.pe.rotate_qkv(qkv[:, group.rows, :, :group.tokens], state, layer)[:2]  # a copy per group
+                   for group, state in zip(self.layout.groups, self.states)]  # (3, b, nH, t, Dh) -> q, k (b, nH, t, E)
+        q, k = (self.layout.assemble([part[i] for part in rotated], dim=2) for i in (0, 1))  # (B, nH, T, E) each
         return q, k, qkv[2]
 
-    def attention_bias(self, layer: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    def attention_bias(self, layer: int) -> torch.Tensor:
         """Logits site: (B, nH, T, T), each image's bias on its own grid with its padding keys masked; the key mask
         (B, 1, 1, T) alone for a PE without a bias. Padding queries get no bias (their outputs are never read)."""
-        if "logits" not in self.pe.sites:
-            return self.key_mask(dtype)
-        full = None
-        for group, state in zip(self.layout.groups, self.states):
-            bias = self.pe.attention_bias(state, layer)  # (nH, t, t) or None
-            if bias is None:
-                return self.key_mask(dtype)
-            if full is None:
-                full = bias.new_zeros((self.layout.batch, bias.shape[0], self.layout.tokens, self.layout.tokens))
-            full[group.rows, :, :group.tokens, :group.tokens] = bias  # broadcast over the group's images
-        return full + self.key_mask(full.dtype)
+        biases = [self.pe.attention_bias(state, layer) for state in self.states] if "logits" in self.pe.sites else []
+        if not biases or biases[0] is None:
+            return self.key_mask(torch.float32)
+        full = self.layout.assemble([bias[None] for bias in biases], dim=2, square=True)  # (nH, t, t) each
+        return full.add_(self.key_mask(full.dtype))
 
     def key_mask(self, dtype: torch.dtype) -> torch.Tensor:
         """The layout's key mask (B, 1, 1, T), made once per forward and dtype."""
         if dtype not in self._key_masks:
             self._key_masks[dtype] = self.layout.key_mask(dtype)
         return self._key_masks[dtype]
-
-    @property
-    def grid_states(self) -> list[tuple[Grid, Any]]:
-        """Each distinct grid with the PE's one-grid state for it, in the layout's group order."""
-        return [(group.grid, state) for group, state in zip(self.layout.groups, self.states)]

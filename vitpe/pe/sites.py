@@ -110,12 +110,9 @@ class RotaryEncoding(PositionEncoding):
         grid's (T, Dh/2). None for a subclass whose state is more than these tables (STRING's)."""
         if type(self)._prepare is not RotaryEncoding._prepare:
             return None
-        def per_image(tables: list[torch.Tensor], fill: float) -> torch.Tensor:  # (..., t, Dh/2) per group
-            heads = tables[0].shape[0] if tables[0].dim() == 3 else 1
-            out = tables[0].new_full((layout.batch, heads, layout.tokens, tables[0].shape[-1]), fill)
-            for group, table in zip(layout.groups, tables):
-                out[group.rows, :, :group.tokens] = table  # broadcast over the group's images (and heads)
-            return out
+
+        def per_image(tables: list[torch.Tensor], fill: float) -> torch.Tensor:  # (nH or 1, t, Dh/2) per group
+            return layout.assemble([table.reshape(1, -1, *table.shape[-2:]) for table in tables], dim=2, fill=fill)
 
         if self.per_layer:  # per layer, a tuple of (nH, t, Dh/2) per grid
             return tuple(tuple(per_image([s[part][layer] for s in states], fill) for layer in range(self.depth))

@@ -17,7 +17,7 @@ from vitpe.atomic_files import write_text_atomic
 from vitpe.config import FOLDER_DATASETS, ConfigError, config_from_dict, eval_size, group_key, parse_override
 from vitpe.data import BatchLoader, ImageSet
 from vitpe.data.from_config import load_image_split, stream_split
-from vitpe.data.native_aspect import NativeAspectView, TokenBudgetLoader
+from vitpe.data.native_aspect import native_evaluation
 from vitpe.data.stream_loader import Selection, StreamLoader
 from vitpe.data.stream_views import EvalView
 from vitpe.data.loader import ShardedBatches
@@ -224,10 +224,9 @@ def evaluate_run(run: Run, sizes: Iterable[Size], modes: Iterable[str], *, test_
     for size in sizes:
         batch = batch_size_for(size, model.patch_size, batch_size)
         if native:  # the short side at the size, the long side at the aspect
-            loader = TokenBudgetLoader(test_index, train=False, batch_size=batch, short_side=min(size),
-                                       mean=norm["mean"], std=norm["std"], workers=config.data.workers, device=device,
-                                       view=NativeAspectView(model.patch_size, train=False,
-                                                             draft=config.data.jpeg_draft))
+            loader = native_evaluation(test_index, min(size), batch, patch=model.patch_size,
+                                       draft=config.data.jpeg_draft, mean=norm["mean"], std=norm["std"],
+                                       workers=config.data.workers, device=device)
         elif streamed:
             loader = StreamLoader(test_index, batch, train=False, mean=norm["mean"], std=norm["std"], img_sizes=[size],
                                   workers=config.data.workers, view=EvalView(draft=config.data.jpeg_draft),
