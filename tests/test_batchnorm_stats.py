@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-import train
+from vitpe.cli import train
 from vitpe.config import ConfigError, config_from_dict
 from vitpe.data.datasets import ImageSet
 from vitpe.data.loader import BatchLoader

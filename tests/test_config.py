@@ -220,7 +220,7 @@ def test_split_epochs_keeps_the_total_and_the_last_size():
 
 
 def test_train_py_says_how_it_scaled_the_schedule(tmp_path, capsys):
-    import train
+    from vitpe.cli import train
 
     out = tmp_path / "run"
     assert train.main(["--config", "configs/cifar10.yaml", "train.epochs=2", f"out_dir={out}", "data.dataset=synthetic",

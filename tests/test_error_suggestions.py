@@ -9,7 +9,7 @@ import re
 import pytest
 import torch
 
-import train
+from vitpe.cli import train
 import vitpe
 from vitpe.config import ConfigError, load_config
 from vitpe.pe import ResizeError

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-import eval as eval_cli
-import train
+from vitpe.cli import evaluate as eval_cli
+from vitpe.cli import train
 from vitpe.loading.checkpoint import evaluation_fingerprint, model_from_checkpoint
 from vitpe.resolution import parse_resolutions
 from vitpe.resolution.sweep import batch_size_for, file_sha256
@@ -313,8 +313,8 @@ def test_a_pe_option_changed_at_evaluation_is_a_run_of_its_own(tmp_path):
     """LookHere's lower global slope at a larger size, as its paper extrapolates: eval.py --pe-option."""
     import json
 
-    import eval as eval_cli
-    import train as train_cli
+    from vitpe.cli import evaluate as eval_cli
+    from vitpe.cli import train as train_cli
 
     run = tmp_path / "lookhere"
     assert train_cli.main(["--config", "configs/smoke.yaml", f"out_dir={run}", "model.pe=lookhere", "model.heads=4",

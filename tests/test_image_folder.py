@@ -187,8 +187,8 @@ def test_a_plain_image_folder_reads_test_or_val(tmp_path):
 
 
 def test_a_run_trains_on_an_image_folder_and_evaluates_at_larger_sizes(tmp_path):
-    import eval as eval_cli
-    import train as train_cli
+    from vitpe.cli import evaluate as eval_cli
+    from vitpe.cli import train as train_cli
 
     fake_imagenette(tmp_path / "data", n=4, size=(48, 32))
     run = tmp_path / "run"

@@ -74,7 +74,7 @@ def test_a_decoded_split_peaks_at_about_its_own_size(tmp_path):
 REFUSED = """
     import resource, sys
     from pathlib import Path
-    import train
+    from vitpe.cli import train
 
     vm = int(next(l for l in Path('/proc/self/status').read_text().splitlines() if l.startswith('VmSize:')).split()[1])
     resource.setrlimit(resource.RLIMIT_AS, (vm * 1024 + 400 * 2**20, resource.RLIM_INFINITY))  # 400 MB more

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import train as train_cli
+from vitpe.cli import train as train_cli
 from conftest import photo_folder
 from vitpe.config import ConfigError, load_config
 

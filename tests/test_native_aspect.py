@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import train as train_cli
+from vitpe.cli import train as train_cli
 from conftest import photo_folder
 from vitpe.data.native_aspect import NativeAspectView, TokenBudgetLoader, grid_at_short_side, grid_within
 from vitpe.data.stream_index import FolderIndex
@@ -116,7 +116,7 @@ def native_run(tmp_path, folder, *extra):
 
 @pytest.mark.parametrize("pe", ["cpb"])  # a learned bias: per-image biases and their gradients through a resume
 def test_a_native_aspect_run_trains_resumes_exactly_and_evaluates(tmp_path, monkeypatch, pe):
-    import eval as eval_cli
+    from vitpe.cli import evaluate as eval_cli
 
     folder = photo_folder(tmp_path / "data", per_class=12)
     whole, cut = tmp_path / "whole", tmp_path / "cut"
@@ -163,7 +163,7 @@ def test_a_native_aspect_config_that_cannot_work_is_refused_in_one_line(tmp_path
 
 def test_a_square_run_is_evaluated_at_native_aspect_when_asked(tmp_path, capsys):
     """eval.py --aspect native: a run trained on centred squares in memory, tested on the whole photographs."""
-    import eval as eval_cli
+    from vitpe.cli import evaluate as eval_cli
 
     folder = photo_folder(tmp_path / "data", per_class=4)
     run = tmp_path / "square"

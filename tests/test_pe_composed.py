@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import DIM, HEADS, PREFIX, Encoder, make_pe, tokens
 
-import train
+from vitpe.cli import train
 import vitpe.pe
 
 SMOKE = str(Path(__file__).resolve().parents[1] / "configs" / "smoke.yaml")
@@ -125,7 +125,7 @@ def test_configs_text_and_eval_take_composed_pes(tmp_path):
     assert train.main(["--config", SMOKE, f"out_dir={out}", "model.pe=learnable+rope_mixed",
                        "model.pe_options={rope_mixed: {resize: extrapolate}}", "train.epochs=1", "--no-progress"]) == 0
     assert "rope_mixed" in json.dumps((out / "config.yaml").read_text())
-    import eval as eval_cli
+    from vitpe.cli import evaluate as eval_cli
     assert eval_cli.main([str(out), "--resolutions", "12,16,24", "--out", str(tmp_path / "sweep")]) == 0
     records = json.loads((tmp_path / "sweep" / "resolution.json").read_text())
     assert {r["pe"] for r in records} == {"learnable+rope_mixed"} and len(records) == 6

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import train
+from vitpe.cli import train
 from test_reliability import records
 from vitpe.engine import precision as precision_module
 from vitpe.engine.precision import PRECISIONS, autocast, emulated_bf16_note, uses_bf16

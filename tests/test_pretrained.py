@@ -11,8 +11,8 @@ import timm
 import torch
 from PIL import Image
 
-import eval as eval_cli
-import train
+from vitpe.cli import evaluate as eval_cli
+from vitpe.cli import train
 from vitpe.loading.checkpoint import model_from_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]

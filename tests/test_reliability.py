@@ -18,7 +18,7 @@ import pytest
 import torch
 from PIL import Image
 
-import train
+from vitpe.cli import train
 from vitpe.loading import checkpoint as checkpoint_module
 from vitpe.engine import metrics_file
 from vitpe.engine.preemption import PREEMPTED_EXIT, StopRequests

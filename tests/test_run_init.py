@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-import train
+from vitpe.cli import train
 from vitpe.loading.checkpoint import load_checkpoint, model_from_checkpoint
 from vitpe.resolution.sweep import evaluate_run, find_run
 

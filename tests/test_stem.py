@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-import train
+from vitpe.cli import train
 from vitpe.config import ConfigError, config_from_dict
 from vitpe.loading.checkpoint import model_from_checkpoint
 from vitpe.models import ViT

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-import train as train_cli
+from vitpe.cli import train as train_cli
 from conftest import CLASSES, photo_folder
 from vitpe.config import load_config
 from vitpe.data import DataError
@@ -311,7 +311,7 @@ def test_sigterm_to_the_whole_process_group_checkpoints_at_the_step_and_resumes_
 def test_eval_py_evaluates_a_stream_run_from_the_photographs_at_each_size(tmp_path):
     import json
 
-    import eval as eval_cli
+    from vitpe.cli import evaluate as eval_cli
 
     folder = photo_folder(tmp_path / "data", per_class=4)
     run = tmp_path / "run"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import eval as eval_cli
-import train
+from vitpe.cli import evaluate as eval_cli
+from vitpe.cli import train
 from vitpe.config import ConfigError, load_config
 from vitpe.data.text import Vocabulary
 from vitpe.loading.checkpoint import model_from_checkpoint

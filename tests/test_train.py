@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import train
+from vitpe.cli import train
 from vitpe.loading.checkpoint import load_checkpoint, model_from_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
