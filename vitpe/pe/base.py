@@ -28,7 +28,7 @@ through the hooks above applied to each grid's images (:mod:`vitpe.pe.mixed`).
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, ClassVar, Iterator
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
 
 import torch
 from torch import nn
@@ -38,6 +38,9 @@ from vitpe.pe.grid import (BASIC_RESIZE_MODES, Grid, as_grid, check_resize_mode,
                            relative_offsets, unscalable)
 from vitpe.pe.layout import unbind_in_memory_order
 from vitpe.pe.mixed import GridLayout, MixedState
+
+if TYPE_CHECKING:
+    from vitpe.pe.bound import BoundEncoding
 
 SITES = ("none", "tokens", "qk", "logits")
 _CACHE_SIZE = 32
@@ -53,8 +56,10 @@ class PositionEncoding(nn.Module):
     Args:
         dim: model width D (token-site PEs produce D channels).
         heads: number of attention heads nH (D must be divisible by nH; Dh = D / nH).
-        depth: number of Transformer blocks (per-layer PEs hold one parameter set per block).
-        grid: reference grid, ``(L,)`` for sequences or ``(gh, gw)`` for images.
+        depth: number of Transformer blocks; needed only by a PE that holds something per block (``layered``: its
+            parameters, slopes or the block it acts at), and ignored by the others.
+        grid: reference grid, ``(L,)`` for sequences or ``(gh, gw)`` for images; an int ``g`` is the square
+            ``(g, g)`` for a PE that works on images (a 1D-only PE, ``t5bias``, reads it as ``(g,)``).
         num_prefix_tokens: P, tokens in front of the grid tokens that carry no position (class token, registers).
         resize: ``"interpolate"`` or ``"extrapolate"``, how to act at a grid other than the reference (see ``grid.py``).
     """
@@ -69,24 +74,30 @@ class PositionEncoding(nn.Module):
     #: q,k site only: ``rotate_qkv`` returns q and k with channels added (their dot product then carries a bias, as
     #: PaPE's), v unchanged; ``rotate`` alone is then undefined, since q and k gain different channels.
     widens_qk: ClassVar[bool] = False
+    #: The PE holds something per block (parameters, slopes, the block it acts at): it needs ``depth``, and its hooks
+    #: check the layer index. The others act the same in every block.
+    layered: ClassVar[bool] = False
 
     def __init__(
         self,
         *,
         dim: int,
         heads: int,
-        depth: int,
+        depth: int | None = None,
         grid: int | tuple[int, ...],
         num_prefix_tokens: int = 0,
         resize: str = "interpolate",
     ) -> None:
         super().__init__()
         label = self.name or type(self).__name__
-        if dim < 1 or heads < 1 or depth < 1 or num_prefix_tokens < 0:
+        if depth is None and self.layered:
+            raise ValueError(f"{label} acts differently in each block (its own parameters, slopes or the block it "
+                             f"acts at): give depth=<the number of blocks of the model it goes into>")
+        if dim < 1 or heads < 1 or (depth is not None and depth < 1) or num_prefix_tokens < 0:
             raise ValueError(f"{label}: dim, heads, depth must be >= 1 and num_prefix_tokens >= 0")
         if dim % heads:
             raise ValueError(f"{label}: dim {dim} is not divisible by heads {heads}")
-        self.grid = as_grid(grid)
+        self.grid = as_grid(grid, dims=2 if 2 in self.grid_dims else 1)
         if len(self.grid) not in self.grid_dims:
             kinds = " or ".join(f"{d}D" for d in self.grid_dims)
             raise ValueError(f"{label} works on {kinds} grids only; got the {len(self.grid)}D grid {self.grid}")
@@ -149,7 +160,8 @@ class PositionEncoding(nn.Module):
         return torch.promote_types(dtype, torch.float32)
 
     def check_grid(self, grid: int | tuple[int, ...]) -> Grid:
-        grid = as_grid(grid)
+        """``grid`` as a tuple with this PE's axes (an int: a square on an image PE, a length on a 1D one)."""
+        grid = as_grid(grid, dims=len(self.grid))
         if len(grid) != len(self.grid):
             raise ValueError(f"{self.name} was built for the {len(self.grid)}D grid {self.grid}; got the grid {grid}")
         return grid
@@ -168,6 +180,13 @@ class PositionEncoding(nn.Module):
         of ``layout.groups``), where this PE's own hooks take it (a rotary PE: per-image angle tables); None, the
         default, has the mixed state apply the hooks grid by grid."""
         return None
+
+    def bind(self, grid: int | tuple[int, ...] | GridLayout) -> "BoundEncoding":
+        """This PE prepared for one forward at ``grid`` (or a mixed batch's :class:`~vitpe.pe.mixed.GridLayout`), as a
+        typed object whose ``.layer(i)`` gives block ``i``'s hooks with nothing to thread (:mod:`vitpe.pe.bound`)."""
+        from vitpe.pe.bound import BoundEncoding  # (bound.py types its PE with this module)
+
+        return BoundEncoding.of(self, grid)
 
     def prepare_mixed(self, layout: GridLayout) -> MixedState:
         """The state of a batch whose sequences lie on different grids (:mod:`vitpe.pe.mixed`): each distinct grid's
@@ -189,6 +208,11 @@ class PositionEncoding(nn.Module):
         q, k, v = unbind_in_memory_order(qkv)  # 3 x (..., nH, P + N, Dh); the backward is one stack in qkv's order
         return self.rotate(q, state, layer), self.rotate(k, state, layer), v
 
+    def rotate_qk(self, q: torch.Tensor, k: torch.Tensor, state: Any, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """q,k site on queries and keys given apart, each (..., nH, P + N, Dh) -> ``(q, k)``: :meth:`rotate` on each,
+        or both widened together by a PE with ``widens_qk`` (PaPE). The form for attention that keeps q and k apart."""
+        return self.rotate(q, state, layer), self.rotate(k, state, layer)
+
     def attention_bias(self, state: Any, layer: int) -> torch.Tensor | None:
         """Logits site: float bias (nH, P + N, P + N) added to block ``layer``'s attention scores, or None."""
         return None
@@ -206,7 +230,7 @@ class PositionEncoding(nn.Module):
 
     def check_layer(self, layer: int) -> None:
         """Raise a clear error where a PE with one parameter set per block is asked for a block it does not have."""
-        if not 0 <= layer < self.depth:
+        if self.depth is not None and not 0 <= layer < self.depth:
             raise IndexError(f"{self.name}: block {layer} does not exist in a PE built with depth={self.depth} (one "
                              f"set of parameters per block); build it with the depth of the model")
 

@@ -103,14 +103,16 @@ class ComposedEncoding(PositionEncoding):
         if len(rotary) == 1:  # the one rotating member's fused form
             member, s = rotary[0]
             return member.rotate_qkv(qkv, s, layer)
-        if self.widens_qk:  # the rotations first, then the member that widens q and k (PaPE), on the rotated q, k
-            q, k, v = unbind_in_memory_order(qkv)
-            for member, s in rotary:
-                if not member.widens_qk:
-                    q, k = member.rotate(q, s, layer), member.rotate(k, s, layer)
-            member, s = next((m, s) for m, s in rotary if m.widens_qk)
-            return member.rotate_qkv(torch.stack([q, k, v]), s, layer)
-        return super().rotate_qkv(qkv, state, layer)
+        q, k, v = unbind_in_memory_order(qkv)  # 3 x (..., nH, T, Dh)
+        return (*self.rotate_qk(q, k, state, layer), v)
+
+    def rotate_qk(self, q: torch.Tensor, k: torch.Tensor, state: tuple, layer: int
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each rotating member in turn; the one that widens q and k (PaPE) last, on the rotated q and k."""
+        rotary = [(member, s) for member, s in zip(self.members.values(), state) if "qk" in member.sites]
+        for member, s in sorted(rotary, key=lambda pair: pair[0].widens_qk):
+            q, k = member.rotate_qk(q, k, s, layer)
+        return q, k
 
     def attention_bias(self, state: tuple, layer: int) -> torch.Tensor | None:
         total = None

@@ -32,6 +32,7 @@ class ContinuousPositionBias(BiasEncoding):
     relbias's ``scale``, a multiplier of its table), ``shift``, ``jitter``, ``rescale`` (coordinate augmentation)."""
 
     per_layer = True
+    layered = True
 
     def __init__(self, hidden: int = 512, scale: float = 8.0, shift: float | None = None, jitter: float | None = None,
                  rescale: float | None = None, **common: Any) -> None:

@@ -64,6 +64,7 @@ class FIRE(BiasEncoding):
     ``threshold`` (initial ``L`` in cells, default 1)."""
 
     per_layer = True
+    layered = True
 
     def __init__(self, hidden: int = 32, c: float = 1.0, threshold: float = 1.0, **common: Any) -> None:
         super().__init__(**common)

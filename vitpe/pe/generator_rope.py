@@ -49,6 +49,7 @@ class GeneratorRope(PositionEncoding):
     shape (depth, nH, ndim, Dh/b, b, b)."""
 
     site = "qk"
+    layered = True
 
     def __init__(self, block_size: int = 8, init_std: float = 1.0, shift: float | None = None,
                  jitter: float | None = None, rescale: float | None = None, **common: Any) -> None:
@@ -73,8 +74,9 @@ class GeneratorRope(PositionEncoding):
 
     def prepare(self, grid: int | tuple[int, ...]) -> GeneratorState:
         """As every PE's, except that in evaluation without gradients the rotations are cached per grid and weights
-        (their version counters): an evaluation sweep pays the matrix exponentials once per size, not per batch."""
-        if self.training or torch.is_grad_enabled():
+        (their version counters): an evaluation sweep pays the matrix exponentials once per size, not per batch. A
+        compiled graph computes them in the graph (a version counter is no value a graph can guard on)."""
+        if self.training or torch.is_grad_enabled() or torch.compiler.is_compiling():
             return super().prepare(grid)
         grid = self.check_grid(grid)
         versions = tuple(p._version for p in self.parameters())

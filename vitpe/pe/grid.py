@@ -30,10 +30,12 @@ BASIC_RESIZE_MODES = ("interpolate", "extrapolate")
 ANCHORS = ("centre", "first")
 
 
-def as_grid(grid: int | Sequence[int]) -> Grid:
-    """Normalise ``grid`` to a tuple of 1 or 2 positive ints; raise ``ValueError`` otherwise."""
-    if isinstance(grid, int):
-        grid = (grid,)
+def as_grid(grid: int | Sequence[int], dims: int = 2) -> Grid:
+    """Normalise ``grid`` to a tuple of 1 or 2 positive ints; raise ``ValueError`` otherwise. A single int is a square
+    image grid, ``14`` -> ``(14, 14)``, as ``vitpe.ViT(img_size=...)`` reads a size (``dims=1``: a sequence,
+    ``(14,)``); a sequence is always given as ``(L,)`` where a PE could take either."""
+    if isinstance(grid, int) and not isinstance(grid, bool):
+        grid = (grid,) * dims
     try:
         out = tuple(int(g) for g in grid)
     except TypeError:

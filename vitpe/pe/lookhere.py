@@ -82,6 +82,7 @@ class LookHere(BiasEncoding):
     block's, default (1.5, 0.5)), ``large_grid_slope`` (the global slope at grids larger than the reference)."""
 
     per_layer = True
+    layered = True
 
     def __init__(self, layout: str = "90", undirected: int | None = None, global_slope: float = 1.0,
                  layer_slopes: tuple[float, float] | list[float] = (1.5, 0.5), large_grid_slope: float | None = None,

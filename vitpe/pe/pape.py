@@ -53,6 +53,7 @@ class PaPE(PositionEncoding):
 
     site = "qk"
     widens_qk = True
+    layered = True
 
     def __init__(self, parabolas: int = 16, **common: Any) -> None:
         super().__init__(**common)
@@ -89,20 +90,25 @@ class PaPE(PositionEncoding):
         grid_rows = torch.arange(features.shape[-2], device=features.device) >= self.num_prefix_tokens  # (T,)
         return features * grid_rows[:, None]  # the prefix tokens' rows zero
 
-    def rotate_qkv(self, qkv: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], layer: int
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def rotate_qk(self, q: torch.Tensor, k: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], layer: int
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+        """q and k (..., nH, T, Dh) -> (..., nH, T, E), E = Dh + 1 + ndim + ndim^2: the parabolas' features added."""
         self.check_layer(layer)
         positions, keys = state
-        self.check_tokens(qkv.shape[-2], positions.shape[0], "qkv")
-        q, k, v = qkv.unbind(0)  # 3 x (..., nH, T, Dh)
+        self.check_tokens(q.shape[-2], positions.shape[0], "q")
         with _autocast_off(self.device):
             extra_q = self.query_features(q.to(self.working_dtype), positions, layer)  # (..., nH, T, F)
         width = self.head_dim + extra_q.shape[-1]  # E: the head dim attention will scale by
         grow, unit = math.sqrt(width / self.head_dim), math.sqrt(width)
         q = torch.cat([q * grow, (extra_q * unit).to(q.dtype)], dim=-1)  # (..., nH, T, E)
         k = torch.cat([k, keys.to(k.dtype).expand(*k.shape[:-1], -1)], dim=-1)  # (..., nH, T, E)
-        return q, k, v
+        return q, k
+
+    def rotate_qkv(self, qkv: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], layer: int
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        q, k, v = qkv.unbind(0)  # 3 x (..., nH, T, Dh)
+        return (*self.rotate_qk(q, k, state, layer), v)
 
     def rotate(self, x: torch.Tensor, state: Any, layer: int) -> torch.Tensor:
-        raise NotImplementedError("pape widens q and k together: call rotate_qkv(qkv, state, layer) on the stacked "
-                                  "projections (3, ..., nH, T, Dh), as vitpe's attention does")
+        raise NotImplementedError("pape widens q and k together: call rotate_qk(q, k, state, layer), or rotate_qkv on "
+                                  "the stacked projections (3, ..., nH, T, Dh), as vitpe's attention does")

@@ -24,12 +24,16 @@ from vitpe.pe.registry import register
 
 @register("peg")
 class PositionEncodingGenerator(PositionEncoding):
-    """CPVT PEG. Options: ``kernel_size`` (odd, default 3), ``before_block`` (default 1)."""
+    """CPVT PEG. Options: ``kernel_size`` (odd, default 3), ``before_block`` (default: 1, after the first block as
+    CPVT places it; 0 in a model of one block)."""
 
     site = "tokens"
+    layered = True  # the block it acts before
 
-    def __init__(self, kernel_size: int = 3, before_block: int = 1, **common: Any) -> None:
+    def __init__(self, kernel_size: int = 3, before_block: int | None = None, **common: Any) -> None:
         super().__init__(**common)
+        if before_block is None:
+            before_block = min(1, self.depth - 1)
         if kernel_size < 1 or kernel_size % 2 == 0:
             raise ValueError(f"peg kernel_size must be a positive odd number, got {kernel_size}")
         if not 0 <= before_block < self.depth:

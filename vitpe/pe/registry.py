@@ -14,7 +14,7 @@ P = TypeVar("P", bound=type[PositionEncoding])
 
 #: Arguments every PE takes, supplied by the model that hosts it.
 COMMON_ARGS = ("dim", "heads", "depth", "grid", "num_prefix_tokens", "resize")
-_REQUIRED_ARGS = ("dim", "heads", "depth", "grid")
+_REQUIRED_ARGS = ("dim", "heads", "grid")  # depth too, for a PE that is layered
 
 
 def register(name: str) -> Callable[[P], P]:

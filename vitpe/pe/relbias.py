@@ -52,6 +52,7 @@ class RelativePositionBias(BiasEncoding):
     entries (needs exactly one prefix token)."""
 
     per_layer = True
+    layered = True
 
     def __init__(self, init_std: float = 0.02, scale: float = 1.0, class_bias: bool = False, **common: Any) -> None:
         super().__init__(**common)

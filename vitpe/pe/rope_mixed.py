@@ -41,6 +41,7 @@ class MixedRope(ScaledFrequencies, RotaryEncoding):
     ``yarn_beta`` (the ``yarn`` mode's ramp), ``shift``, ``jitter``, ``rescale`` (coordinate augmentation)."""
 
     per_layer = True
+    layered = True
 
     def __init__(self, theta: float | None = None, yarn_alpha: float = YARN_ALPHA, yarn_beta: float = YARN_BETA,
                  shift: float | None = None, jitter: float | None = None, rescale: float | None = None,

@@ -45,6 +45,8 @@ class StringRope(AxialRope):
     """STRING, Cayley form. Options: those of ``rope_axial`` (``theta``, ``anchor``, ``yarn_alpha``, ``yarn_beta``,
     ``shift``, ``jitter``, ``rescale``)."""
 
+    layered = True
+
     def __init__(self, theta: float | None = None, yarn_alpha: float = YARN_ALPHA, yarn_beta: float = YARN_BETA,
                  shift: float | None = None, jitter: float | None = None, rescale: float | None = None,
                  anchor: str = "centre", **common: Any) -> None:
