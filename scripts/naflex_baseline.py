@@ -79,7 +79,7 @@ class OneSizeACall(torch.nn.Module):
         layout = GridLayout([tuple(x.shape[-2:]) for x in images], num_prefix_tokens=0)  # its groups: images by size
         logits = torch.empty(len(images), self.model.num_classes)
         for group in layout.groups:
-            logits[group.rows] = self.model(torch.stack([images[i] for i in group.rows.tolist()])).float()
+            logits[group.rows] = self.model(torch.stack([images[i] for i in group.members])).float()
         return logits
 
 

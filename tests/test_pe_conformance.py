@@ -160,3 +160,21 @@ def test_an_int_grid_is_a_square_for_image_pes_and_a_length_for_sequence_pes() -
         assert pe.grid == ((14, 14) if 2 in pe.grid_dims else (14,)), name
     assert vitpe.pe.build("rope_axial", dim=64, heads=2, grid=(14,)).grid == (14,)
     assert vitpe.pe.build("cpb", dim=64, heads=2, depth=1, grid=14).bind(10).grid == (10, 10)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_shapes_on_the_meta_device(name: str) -> None:
+    """Built and run on ``meta`` (no memory, no values): the shapes a model would have, for shape inference."""
+    grid = GRIDS[1] if 2 in vitpe.pe.get(name).grid_dims else (20,)
+    with torch.device("meta"):
+        if len(grid) == 2:
+            out = hosted(build(name), grid)
+            model = vitpe.ViT(img_size=32, patch_size=4, num_classes=10, dim=64, depth=2, heads=2, pe=name)
+            logits = model(torch.randn(2, 3, 32, 48))
+            mixed = model([torch.randn(3, 32, 48), torch.randn(3, 16, 32)])
+            assert logits.shape == mixed.shape == (2, 10)
+        else:
+            out = hosted(build(name, grid=(14,)), grid)
+            text = vitpe.TextClassifier(100, 2, max_len=16, dim=64, depth=2, heads=2, pe=name)
+            assert text(torch.randint(0, 100, (2, 16))).shape == (2, 2)
+    assert out.is_meta and out.shape[:3] == (2, HEADS, 1 + math.prod(grid))

@@ -59,7 +59,7 @@ class PETrunk(nn.Module):
             raise ValueError(f"pos_drop must be in [0, 1), got {pos_drop}")
         self.pe_concat = ConcatProjection(dim) if pe_combine == "concat" else None
         self.pos_drop = nn.Dropout(pos_drop)  # after the PE sum, before the first block (timm's pos_drop)
-        rates = torch.linspace(0, drop_path, depth).tolist()
+        rates = torch.linspace(0, drop_path, depth, device="cpu").tolist()  # (numbers, also for a model built on meta)
         if layer_scale_init is not None and not layer_scale_init > 0:
             raise ValueError(f"layer_scale_init must be positive (or None for no LayerScale), got {layer_scale_init}")
         if fc_norm and pool != "mean":

@@ -150,7 +150,7 @@ class ViT(PETrunk):
                             images[0].device)
         if layout.uniform:
             return self.embed(torch.stack(list(images)))
-        batches = [self.check_images(torch.stack([images[i] for i in group.rows.tolist()])) for group in layout.groups]
+        batches = [self.check_images(torch.stack([images[i] for i in group.members])) for group in layout.groups]
         patches = embed_groups(self.patch_embed, batches)  # (b, gh, gw, D) per group, BatchNorm over them all
         return layout.assemble([self.with_prefix(p.flatten(1, 2)) for p in patches], dim=1), layout  # (B, T, D)
 

@@ -70,7 +70,10 @@ class ComRoPE(GeneratorRope):
         A = self.generators()  # (depth, nH, ndim, Dh/b, b, b)
         per_axis = []
         for axis in range(positions.shape[1]):
-            values, cell_value = torch.unique(positions[:, axis], return_inverse=True)  # (g,), (N,)
+            if positions.is_meta:  # shapes only: no values to find the distinct ones of
+                values, cell_value = positions[:, axis], torch.arange(len(positions), device=positions.device)
+            else:
+                values, cell_value = torch.unique(positions[:, axis], return_inverse=True)  # (g,), (N,)
             blocks = self.blocks_of_axis(axis)
             exponent = values[:, None, None, None] * A[:, :, axis, None, blocks]  # (depth, nH, g, blocks, b, b)
             per_axis.append(torch.linalg.matrix_exp(exponent.contiguous())[:, :, cell_value])  # (.., N, blocks, b, b)

@@ -44,12 +44,13 @@ PADDING_BIAS = torch.finfo(torch.float16).min / 2
 
 @dataclass(frozen=True)
 class GridGroup:
-    """The sequences of a mixed batch that share ``grid``: their rows ``rows`` (long, on the batch's device) and
-    ``tokens`` = P + gh * gw, the length of each before padding."""
+    """The sequences of a mixed batch that share ``grid``: their rows ``rows`` (long, on the batch's device; as numbers
+    in ``members``) and ``tokens`` = P + gh * gw, the length of each before padding."""
 
     grid: Grid
     rows: torch.Tensor
     tokens: int
+    members: tuple[int, ...]
 
 
 class GridLayout:
@@ -77,7 +78,8 @@ class GridLayout:
         for row, grid in enumerate(self.grids):
             rows.setdefault(grid, []).append(row)
         self.groups = tuple(GridGroup(grid, torch.tensor(members, dtype=torch.long, device=self.device),
-                                      num_prefix_tokens + math.prod(grid)) for grid, members in rows.items())
+                                      num_prefix_tokens + math.prod(grid), tuple(members))
+                            for grid, members in rows.items())
 
     @property
     def batch(self) -> int:
