@@ -33,6 +33,7 @@ from vitpe.pe import (  # noqa: F401  (each module registers its encoding)
     sincos,
     t5bias,
 )
+from vitpe.pe.attach import attach
 from vitpe.pe.base import SITES, PositionEncoding, ResizeError
 from vitpe.pe.bound import BoundEncoding, LayerHooks
 from vitpe.pe.grid import RESIZE_MODES, Grid
@@ -43,5 +44,5 @@ from vitpe.pe.resample import resample_table
 __all__ = [
     "SITES", "RESIZE_MODES", "BoundEncoding", "Grid", "GridLayout", "LayerHooks", "MixedState", "PositionEncoding",
     "ResizeError",
-    "available", "build", "get", "options", "register", "resample_table",
+    "attach", "available", "build", "get", "options", "register", "resample_table",
 ]
