@@ -178,3 +178,15 @@ def test_shapes_on_the_meta_device(name: str) -> None:
             text = vitpe.TextClassifier(100, 2, max_len=16, dim=64, depth=2, heads=2, pe=name)
             assert text(torch.randint(0, 100, (2, 16))).shape == (2, 2)
     assert out.is_meta and out.shape[:3] == (2, HEADS, 1 + math.prod(grid))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_name_reaches_its_class_and_its_signature_shows_every_keyword(name: str) -> None:
+    import inspect
+
+    cls = vitpe.pe.get(name)
+    assert getattr(vitpe.pe, cls.__name__) is cls and cls.__name__ in vitpe.pe.__all__
+    params = inspect.signature(cls).parameters
+    assert list(params)[:6] == ["dim", "heads", "depth", "grid", "num_prefix_tokens", "resize"]
+    assert {k: params[k].default for k in list(params)[6:]} == vitpe.pe.options(name)
+    assert all(p.kind is p.KEYWORD_ONLY for p in params.values())

@@ -89,7 +89,9 @@ def test_bad_arguments_give_clear_errors():
     with pytest.raises(ValueError, match="pe_resize mode"):
         vitpe.pe.build("alibi", dim=DIM, heads=HEADS, depth=1, grid=(4, 4), resize="stretch")
     with pytest.raises(ValueError, match="before_block"):
-        vitpe.pe.build("peg", dim=DIM, heads=HEADS, depth=1, grid=(4, 4))
+        vitpe.pe.build("peg", dim=DIM, heads=HEADS, depth=2, grid=(4, 4), before_block=2)
+    assert vitpe.pe.build("peg", dim=DIM, heads=HEADS, depth=1, grid=(4, 4)).before_block == 0  # one block: before it
+    assert vitpe.pe.build("peg", dim=DIM, heads=HEADS, depth=6, grid=(4, 4)).before_block == 1  # CPVT: after block 0
 
 
 def test_import_vitpe_pe_needs_torch_alone():

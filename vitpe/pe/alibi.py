@@ -17,7 +17,7 @@ training, here scaling the offsets before their distance (:mod:`vitpe.pe.coord_a
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -25,6 +25,11 @@ from vitpe.pe.coord_augment import CoordAugment
 from vitpe.pe.grid import Grid, relative_index
 from vitpe.pe.registry import register
 from vitpe.pe.sites import BiasEncoding, gather_relative
+
+if TYPE_CHECKING:
+    from typing import Unpack  # (Python 3.11; only read by type checkers)
+
+    from vitpe.pe.base import CommonArgs
 
 
 def alibi_slopes(heads: int) -> torch.Tensor:
@@ -45,7 +50,7 @@ class ALiBi(BiasEncoding):
     augmentation)."""
 
     def __init__(self, shift: float | None = None, jitter: float | None = None, rescale: float | None = None,
-                 **common: Any) -> None:
+                 **common: Unpack[CommonArgs]) -> None:
         super().__init__(**common)
         self.augment = CoordAugment.checked(shift, jitter, rescale, self.name)
         self.register_buffer("slopes", alibi_slopes(self.heads), persistent=False)  # (nH,)

@@ -28,7 +28,7 @@ through the hooks above applied to each grid's images (:mod:`vitpe.pe.mixed`).
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, TypedDict
 
 import torch
 from torch import nn
@@ -44,6 +44,22 @@ if TYPE_CHECKING:
 
 SITES = ("none", "tokens", "qk", "logits")
 _CACHE_SIZE = 32
+
+
+class _RequiredArgs(TypedDict):
+    dim: int
+    heads: int
+    grid: int | tuple[int, ...]
+
+
+class CommonArgs(_RequiredArgs, total=False):
+    """The keyword arguments every PE takes (documented on :class:`PositionEncoding`): a PE's constructor passes them
+    on as ``**common: Unpack[CommonArgs]``, so that an editor and a type checker know them; ``help()`` and
+    ``inspect.signature`` show them with each PE's own options (:func:`vitpe.pe.registry.full_signature`)."""
+
+    depth: int | None
+    num_prefix_tokens: int
+    resize: str
 
 
 class ResizeError(ValueError):

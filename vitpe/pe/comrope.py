@@ -24,13 +24,18 @@ a skew block's pairs +-i lambda do at lambda = 0.
 from __future__ import annotations
 
 from functools import reduce
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from vitpe.pe.generator_rope import GeneratorRope, skew
 from vitpe.pe.registry import register
+
+if TYPE_CHECKING:
+    from typing import Unpack  # (Python 3.11; only read by type checkers)
+
+    from vitpe.pe.base import CommonArgs
 
 
 @register("comrope")
@@ -40,7 +45,7 @@ class ComRoPE(GeneratorRope):
     ``shift``, ``jitter``, ``rescale`` (coordinate augmentation)."""
 
     def __init__(self, form: str = "ld", block_size: int = 8, init_std: float = 1.0, shift: float | None = None,
-                 jitter: float | None = None, rescale: float | None = None, **common: Any) -> None:
+                 jitter: float | None = None, rescale: float | None = None, **common: Unpack[CommonArgs]) -> None:
         super().__init__(block_size, init_std, shift, jitter, rescale, **common)
         if form not in ("ap", "ld"):
             raise ValueError(f"comrope: form must be 'ap' (axis-partitioned) or 'ld' (linearly dependent), "

@@ -15,7 +15,7 @@ coordinate augmentation in training, here scaling the offsets (:mod:`vitpe.pe.co
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -24,6 +24,11 @@ from vitpe.pe.coord_augment import CoordAugment
 from vitpe.pe.grid import Grid, relative_index
 from vitpe.pe.registry import register
 from vitpe.pe.sites import BiasEncoding, gather_relative
+
+if TYPE_CHECKING:
+    from typing import Unpack  # (Python 3.11; only read by type checkers)
+
+    from vitpe.pe.base import CommonArgs
 
 
 @register("cpb")
@@ -35,7 +40,7 @@ class ContinuousPositionBias(BiasEncoding):
     layered = True
 
     def __init__(self, hidden: int = 512, scale: float = 8.0, shift: float | None = None, jitter: float | None = None,
-                 rescale: float | None = None, **common: Any) -> None:
+                 rescale: float | None = None, **common: Unpack[CommonArgs]) -> None:
         super().__init__(**common)
         self.augment = CoordAugment.checked(shift, jitter, rescale, self.name)
         if hidden < 1 or scale <= 0:

@@ -27,7 +27,7 @@ the reference grid's offsets unchanged). A learned ``L`` above ``R_a`` makes the
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -37,6 +37,11 @@ from vitpe.pe.grid import Grid, relative_index, relative_offsets
 from vitpe.pe.option_checks import positive_number
 from vitpe.pe.registry import register
 from vitpe.pe.sites import BiasEncoding, gather_relative
+
+if TYPE_CHECKING:
+    from typing import Unpack  # (Python 3.11; only read by type checkers)
+
+    from vitpe.pe.base import CommonArgs
 
 
 def inverse_softplus(value: float) -> float:
@@ -66,7 +71,7 @@ class FIRE(BiasEncoding):
     per_layer = True
     layered = True
 
-    def __init__(self, hidden: int = 32, c: float = 1.0, threshold: float = 1.0, **common: Any) -> None:
+    def __init__(self, hidden: int = 32, c: float = 1.0, threshold: float = 1.0, **common: Unpack[CommonArgs]) -> None:
         super().__init__(**common)
         if not isinstance(hidden, int) or hidden < 1:
             raise ValueError(f"fire: hidden must be a whole number >= 1, got {hidden!r}")

@@ -15,7 +15,7 @@ each axis, :mod:`vitpe.pe.comrope`), and a ``b x b`` product per channel block o
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -24,6 +24,11 @@ from vitpe.pe.coord_augment import CoordAugment
 from vitpe.pe.grid import Grid
 from vitpe.pe.option_checks import non_negative_number
 from vitpe.pe.sites import _autocast_off
+
+if TYPE_CHECKING:
+    from typing import Unpack  # (Python 3.11; only read by type checkers)
+
+    from vitpe.pe.base import CommonArgs
 
 #: A generator RoPE's per-forward state: each layer's rotations, (nH, P + N, Dh/b, b, b).
 GeneratorState = tuple[torch.Tensor, ...]
@@ -52,7 +57,7 @@ class GeneratorRope(PositionEncoding):
     layered = True
 
     def __init__(self, block_size: int = 8, init_std: float = 1.0, shift: float | None = None,
-                 jitter: float | None = None, rescale: float | None = None, **common: Any) -> None:
+                 jitter: float | None = None, rescale: float | None = None, **common: Unpack[CommonArgs]) -> None:
         super().__init__(**common)
         if not isinstance(block_size, int) or block_size < 2 or self.head_dim % block_size:
             raise ValueError(f"{self.name}: block_size must be a whole number >= 2 dividing the head dim "

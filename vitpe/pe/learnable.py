@@ -19,7 +19,7 @@ the table on load.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -31,6 +31,11 @@ from vitpe.pe.registry import register
 from vitpe.pe.resample import check_extrapolation, resample_table, resize_learned_table, sample_table
 from vitpe.pe.sites import AdditiveEncoding
 
+if TYPE_CHECKING:
+    from typing import Unpack  # (Python 3.11; only read by type checkers)
+
+    from vitpe.pe.base import CommonArgs
+
 
 @register("learnable")
 class LearnableEncoding(AdditiveEncoding):
@@ -38,7 +43,7 @@ class LearnableEncoding(AdditiveEncoding):
     per-position offset in cells, 0 = off), ``shift``, ``jitter``, ``rescale`` (coordinate augmentation)."""
 
     def __init__(self, init_std: float = 0.02, fuzzy: float = 0.0, shift: float | None = None,
-                 jitter: float | None = None, rescale: float | None = None, **common: Any) -> None:
+                 jitter: float | None = None, rescale: float | None = None, **common: Unpack[CommonArgs]) -> None:
         super().__init__(**common)
         init_std = non_negative_number(init_std, f"{self.name}: init_std")
         self.fuzzy = non_negative_number(fuzzy, f"{self.name}: fuzzy")

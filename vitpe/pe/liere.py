@@ -11,13 +11,18 @@ relative in general (ComRoPE's point). ``F`` starts as N(0, ``init_std``^2), def
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from vitpe.pe.generator_rope import GeneratorRope, skew
 from vitpe.pe.registry import register
+
+if TYPE_CHECKING:
+    from typing import Unpack  # (Python 3.11; only read by type checkers)
+
+    from vitpe.pe.base import CommonArgs
 
 
 @register("liere")
@@ -26,7 +31,7 @@ class LieRE(GeneratorRope):
     (default 8), ``init_std`` (default 1), ``shift``, ``jitter``, ``rescale`` (coordinate augmentation)."""
 
     def __init__(self, block_size: int = 8, init_std: float = 1.0, shift: float | None = None,
-                 jitter: float | None = None, rescale: float | None = None, **common: Any) -> None:
+                 jitter: float | None = None, rescale: float | None = None, **common: Unpack[CommonArgs]) -> None:
         super().__init__(block_size, init_std, shift, jitter, rescale, **common)
         shape = (self.depth, self.heads, len(self.grid), self.blocks, self.block_size, self.block_size)
         self.weight = nn.Parameter(torch.randn(shape) * self.init_std)

@@ -32,7 +32,7 @@ the paper lowers the global slope to extrapolate (1.0 to 0.6 in its ImageNet exp
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -40,6 +40,11 @@ from vitpe.pe.grid import Grid, grid_coords
 from vitpe.pe.option_checks import non_negative_number, positive_number
 from vitpe.pe.registry import register
 from vitpe.pe.sites import BiasEncoding
+
+if TYPE_CHECKING:
+    from typing import Unpack  # (Python 3.11; only read by type checkers)
+
+    from vitpe.pe.base import CommonArgs
 
 #: Each layout's directed heads as (direction in degrees, counter-clockwise from "right"; field of view in degrees).
 LAYOUTS: dict[str, tuple[tuple[float, float], ...]] = {
@@ -86,7 +91,7 @@ class LookHere(BiasEncoding):
 
     def __init__(self, layout: str = "90", undirected: int | None = None, global_slope: float = 1.0,
                  layer_slopes: tuple[float, float] | list[float] = (1.5, 0.5), large_grid_slope: float | None = None,
-                 **common: Any) -> None:
+                 **common: Unpack[CommonArgs]) -> None:
         super().__init__(**common)
         if str(layout) not in LAYOUTS:
             raise ValueError(f"lookhere: layout must be one of {list(LAYOUTS)}, got {layout!r}")

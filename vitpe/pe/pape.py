@@ -27,7 +27,7 @@ softplus(0)). Resize: positions squeezed into the reference range (``interpolate
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -37,6 +37,11 @@ from vitpe.pe.base import PositionEncoding
 from vitpe.pe.grid import Grid
 from vitpe.pe.registry import register
 from vitpe.pe.sites import _autocast_off
+
+if TYPE_CHECKING:
+    from typing import Unpack  # (Python 3.11; only read by type checkers)
+
+    from vitpe.pe.base import CommonArgs
 
 
 def key_features(positions: torch.Tensor, num_prefix: int) -> torch.Tensor:
@@ -55,7 +60,7 @@ class PaPE(PositionEncoding):
     widens_qk = True
     layered = True
 
-    def __init__(self, parabolas: int = 16, **common: Any) -> None:
+    def __init__(self, parabolas: int = 16, **common: Unpack[CommonArgs]) -> None:
         super().__init__(**common)
         if not isinstance(parabolas, int) or parabolas < 1:
             raise ValueError(f"pape: parabolas must be a whole number >= 1, got {parabolas!r}")

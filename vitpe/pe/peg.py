@@ -12,7 +12,7 @@ padding lets tokens near the border infer where they are, so it works at any gri
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -20,6 +20,11 @@ from torch import nn
 from vitpe.pe.base import PositionEncoding
 from vitpe.pe.grid import Grid
 from vitpe.pe.registry import register
+
+if TYPE_CHECKING:
+    from typing import Unpack  # (Python 3.11; only read by type checkers)
+
+    from vitpe.pe.base import CommonArgs
 
 
 @register("peg")
@@ -30,7 +35,7 @@ class PositionEncodingGenerator(PositionEncoding):
     site = "tokens"
     layered = True  # the block it acts before
 
-    def __init__(self, kernel_size: int = 3, before_block: int | None = None, **common: Any) -> None:
+    def __init__(self, kernel_size: int = 3, before_block: int | None = None, **common: Unpack[CommonArgs]) -> None:
         super().__init__(**common)
         if before_block is None:
             before_block = min(1, self.depth - 1)

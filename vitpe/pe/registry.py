@@ -24,10 +24,24 @@ def register(name: str) -> Callable[[P], P]:
         if name in _REGISTRY:
             raise ValueError(f"position encoding {name!r} is already registered ({_REGISTRY[name].__qualname__})")
         cls.name = name
+        cls.__signature__ = full_signature(cls)  # type: ignore[attr-defined]
         _REGISTRY[name] = cls
         return cls
 
     return wrap
+
+
+def full_signature(cls: type[PositionEncoding]) -> inspect.Signature:
+    """The keyword parameters ``cls(...)`` takes: the common ones (:class:`PositionEncoding`'s, documented there) and
+    the PE's own options, with their defaults -- what ``help(cls)``, ``inspect.signature`` and a notebook show, where
+    the constructor itself passes the common ones on as ``**common``."""
+    def keywords(function: Callable) -> list[inspect.Parameter]:
+        return [p.replace(kind=p.KEYWORD_ONLY) for p in inspect.signature(function).parameters.values()
+                if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+
+    common = keywords(PositionEncoding.__init__)
+    own = [p for p in keywords(cls.__init__) if p.name not in COMMON_ARGS]
+    return inspect.Signature(common + own)
 
 
 def available() -> list[str]:

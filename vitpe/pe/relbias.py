@@ -19,7 +19,7 @@ resampled on load.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -29,6 +29,11 @@ from vitpe.pe.option_checks import non_negative_number
 from vitpe.pe.registry import register
 from vitpe.pe.resample import resample_table
 from vitpe.pe.sites import BiasEncoding, gather_relative
+
+if TYPE_CHECKING:
+    from typing import Unpack  # (Python 3.11; only read by type checkers)
+
+    from vitpe.pe.base import CommonArgs
 
 
 def resample_relative_tables(tables: torch.Tensor, old_grid: Grid, new_grid: Grid) -> torch.Tensor:
@@ -54,7 +59,7 @@ class RelativePositionBias(BiasEncoding):
     per_layer = True
     layered = True
 
-    def __init__(self, init_std: float = 0.02, scale: float = 1.0, class_bias: bool = False, **common: Any) -> None:
+    def __init__(self, init_std: float = 0.02, scale: float = 1.0, class_bias: bool = False, **common: Unpack[CommonArgs]) -> None:
         super().__init__(**common)
         if not scale > 0:
             raise ValueError(f"relbias: scale must be positive, got {scale}")

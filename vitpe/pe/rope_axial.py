@@ -21,7 +21,7 @@ or continue (``extrapolate``); ``ntk`` and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -32,6 +32,11 @@ from vitpe.pe.grid import ANCHORS, Grid
 from vitpe.pe.option_checks import positive_number
 from vitpe.pe.registry import register
 from vitpe.pe.sites import RotaryEncoding
+
+if TYPE_CHECKING:
+    from typing import Unpack  # (Python 3.11; only read by type checkers)
+
+    from vitpe.pe.base import CommonArgs
 
 DEFAULT_THETA = {1: 10000.0, 2: 100.0}
 
@@ -44,7 +49,7 @@ class AxialRope(ScaledFrequencies, RotaryEncoding):
 
     def __init__(self, theta: float | None = None, yarn_alpha: float = YARN_ALPHA, yarn_beta: float = YARN_BETA,
                  shift: float | None = None, jitter: float | None = None, rescale: float | None = None,
-                 anchor: str = "centre", **common: Any) -> None:
+                 anchor: str = "centre", **common: Unpack[CommonArgs]) -> None:
         super().__init__(**common)
         if anchor not in ANCHORS:
             raise ValueError(f"{self.name}: anchor must be one of {list(ANCHORS)}, got {anchor!r}")

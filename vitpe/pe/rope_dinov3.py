@@ -21,7 +21,7 @@ extent is 2 coordinate units). Options ``shift``, ``jitter``, ``rescale``: DINOv
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -31,6 +31,11 @@ from vitpe.pe.grid import Grid, grid_coords, to_centred
 from vitpe.pe.option_checks import positive_number
 from vitpe.pe.registry import register
 from vitpe.pe.sites import RotaryEncoding
+
+if TYPE_CHECKING:
+    from typing import Unpack  # (Python 3.11; only read by type checkers)
+
+    from vitpe.pe.base import CommonArgs
 
 NORMALIZE = ("separate", "min", "max")
 
@@ -58,7 +63,7 @@ class DinoV3Rope(ScaledFrequencies, RotaryEncoding):
 
     def __init__(self, base: float = 100.0, normalize: str = "separate", yarn_alpha: float = YARN_ALPHA,
                  yarn_beta: float = YARN_BETA, shift: float | None = None, jitter: float | None = None,
-                 rescale: float | None = None, **common: Any) -> None:
+                 rescale: float | None = None, **common: Unpack[CommonArgs]) -> None:
         super().__init__(**common)
         if normalize not in NORMALIZE:
             raise ValueError(f"{self.name}: normalize must be one of {list(NORMALIZE)}, got {normalize!r}")

@@ -19,7 +19,7 @@ Options ``shift``, ``jitter``, ``rescale``: DINOv3's coordinate augmentation in 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -31,6 +31,11 @@ from vitpe.pe.grid import Grid
 from vitpe.pe.option_checks import positive_number
 from vitpe.pe.registry import register
 from vitpe.pe.sites import RotaryEncoding
+
+if TYPE_CHECKING:
+    from typing import Unpack  # (Python 3.11; only read by type checkers)
+
+    from vitpe.pe.base import CommonArgs
 
 DEFAULT_THETA = {1: 10000.0, 2: 10.0}
 
@@ -45,7 +50,7 @@ class MixedRope(ScaledFrequencies, RotaryEncoding):
 
     def __init__(self, theta: float | None = None, yarn_alpha: float = YARN_ALPHA, yarn_beta: float = YARN_BETA,
                  shift: float | None = None, jitter: float | None = None, rescale: float | None = None,
-                 **common: Any) -> None:
+                 **common: Unpack[CommonArgs]) -> None:
         super().__init__(**common)
         self.theta = positive_number(DEFAULT_THETA[len(self.grid)] if theta is None else theta, f"{self.name}: theta")
         self._init_scaling(yarn_alpha, yarn_beta)

@@ -11,7 +11,7 @@ axis; a longer axis cannot be extrapolated and raises :class:`~vitpe.pe.base.Res
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -22,6 +22,11 @@ from vitpe.pe.registry import register
 from vitpe.pe.resample import check_extrapolation, resample_table, resize_learned_table
 from vitpe.pe.sites import AdditiveEncoding
 
+if TYPE_CHECKING:
+    from typing import Unpack  # (Python 3.11; only read by type checkers)
+
+    from vitpe.pe.base import CommonArgs
+
 
 @register("separable")
 class SeparableEncoding(AdditiveEncoding):
@@ -30,7 +35,7 @@ class SeparableEncoding(AdditiveEncoding):
     grid_dims = (2,)
     _tables = ("row_embed", "col_embed")
 
-    def __init__(self, init_std: float = 0.02, **common: Any) -> None:
+    def __init__(self, init_std: float = 0.02, **common: Unpack[CommonArgs]) -> None:
         super().__init__(**common)
         init_std = non_negative_number(init_std, f"{self.name}: init_std")
         self.row_embed = nn.Parameter(torch.empty(self.grid[0], self.dim))  # (gh, D)

@@ -15,7 +15,7 @@ Layouts (``pos`` in reference units, see ``grid.py``):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -27,6 +27,11 @@ from vitpe.pe.option_checks import positive_number
 from vitpe.pe.registry import register
 from vitpe.pe.sites import AdditiveEncoding
 
+if TYPE_CHECKING:
+    from typing import Unpack  # (Python 3.11; only read by type checkers)
+
+    from vitpe.pe.base import CommonArgs
+
 
 @register("sincos")
 class SinCosEncoding(ScaledFrequencies, AdditiveEncoding):
@@ -35,7 +40,7 @@ class SinCosEncoding(ScaledFrequencies, AdditiveEncoding):
 
     def __init__(self, base: float = 10000.0, yarn_alpha: float = YARN_ALPHA, yarn_beta: float = YARN_BETA,
                  shift: float | None = None, jitter: float | None = None, rescale: float | None = None,
-                 **common: Any) -> None:
+                 **common: Unpack[CommonArgs]) -> None:
         super().__init__(**common)
         channels_per_axis = 2 * len(self.grid)
         if self.dim % channels_per_axis:

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
@@ -17,6 +17,11 @@ from vitpe.pe.base import PositionEncoding, pad_prefix
 from vitpe.pe.mixed import GridLayout
 from vitpe.pe.grid import Grid
 from vitpe.pe.rotary import rotate_pairs, rotate_qk_of_qkv
+
+if TYPE_CHECKING:
+    from typing import Unpack  # (Python 3.11; only read by type checkers)
+
+    from vitpe.pe.base import CommonArgs
 
 
 class AdditiveEncoding(PositionEncoding):
@@ -73,7 +78,7 @@ class RotaryEncoding(PositionEncoding):
     site = "qk"
     per_layer: ClassVar[bool] = False
 
-    def __init__(self, **common: Any) -> None:
+    def __init__(self, **common: Unpack[CommonArgs]) -> None:
         super().__init__(**common)
         pairs_per_axis = 2 * len(self.grid)
         if self.head_dim % pairs_per_axis:

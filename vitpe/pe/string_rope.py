@@ -17,7 +17,7 @@ Options, resize modes (``interpolate``, ``extrapolate``, ``ntk``, ``yarn``) and 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -29,6 +29,11 @@ from vitpe.pe.registry import register
 from vitpe.pe.rope_axial import AxialRope
 from vitpe.pe.rotary import rotate_pairs
 from vitpe.pe.sites import _autocast_off
+
+if TYPE_CHECKING:
+    from typing import Unpack  # (Python 3.11; only read by type checkers)
+
+    from vitpe.pe.base import CommonArgs
 
 #: STRING's per-forward state: RoPE's (cos, sin), each (P + N, Dh/2), and each layer's P, (nH, Dh, Dh).
 StringState = tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]
@@ -49,7 +54,7 @@ class StringRope(AxialRope):
 
     def __init__(self, theta: float | None = None, yarn_alpha: float = YARN_ALPHA, yarn_beta: float = YARN_BETA,
                  shift: float | None = None, jitter: float | None = None, rescale: float | None = None,
-                 anchor: str = "centre", **common: Any) -> None:
+                 anchor: str = "centre", **common: Unpack[CommonArgs]) -> None:
         super().__init__(theta=theta, yarn_alpha=yarn_alpha, yarn_beta=yarn_beta, shift=shift, jitter=jitter,
                          rescale=rescale, anchor=anchor, **common)
         self.weight = nn.Parameter(torch.zeros(self.depth, self.heads, self.head_dim, self.head_dim))

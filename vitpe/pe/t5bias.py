@@ -15,7 +15,7 @@ offsets (the log buckets were made for that). A 2D grid raises ``ValueError``.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -23,6 +23,11 @@ from torch import nn
 from vitpe.pe.grid import Grid, relative_index, relative_offsets
 from vitpe.pe.registry import register
 from vitpe.pe.sites import BiasEncoding, gather_relative
+
+if TYPE_CHECKING:
+    from typing import Unpack  # (Python 3.11; only read by type checkers)
+
+    from vitpe.pe.base import CommonArgs
 
 
 def t5_buckets(offset: torch.Tensor, num_buckets: int = 32, max_distance: int = 128) -> torch.Tensor:
@@ -42,7 +47,7 @@ class T5RelativeBias(BiasEncoding):
 
     grid_dims = (1,)
 
-    def __init__(self, num_buckets: int = 32, max_distance: int = 128, **common: Any) -> None:
+    def __init__(self, num_buckets: int = 32, max_distance: int = 128, **common: Unpack[CommonArgs]) -> None:
         super().__init__(**common)
         if num_buckets < 4 or num_buckets % 2 or max_distance <= num_buckets // 4:
             raise ValueError(f"t5bias needs an even num_buckets >= 4 and max_distance > num_buckets / 4; "
