@@ -11,11 +11,11 @@ from typing import Callable
 
 from reports import (bench, compare, detail, first_cpu_recipe, imagenette, imagewoof, imagewoof_native, loaders,
                      log_values, machines, mixed, model_values, recipe, recipe_gpu, recipe_levers, record_values,
-                     rope_apply, run_values, table_cells, text, transfer)
+                     library, run_values, table_cells, text, transfer)
 
 STUDIES = (machines, model_values, record_values, run_values, table_cells, log_values, recipe, recipe_levers,
            recipe_gpu, compare, detail, transfer, first_cpu_recipe, text, bench, loaders, mixed, imagenette,
-           imagewoof, imagewoof_native, rope_apply)
+           imagewoof, imagewoof_native, library)
 TABLES: dict[str, Callable[[Path], str]] = {name: table for study in STUDIES
                                            for name, table in getattr(study, "TABLES", {}).items()}
 #: Numbers inside sentences (``<!-- value: NAME -->``): name -> function of the repository root -> text.

@@ -1,5 +1,6 @@
-"""2D RoPE applied to q and k in vitpe, timm's layers and rotary-embedding-torch (``benchmarks/rope_apply.py``'s
-record in ``results/bench/rope_apply_cpu/``)."""
+"""vitpe.pe as a library, side by side: 2D RoPE applied to q and k in vitpe, timm's layers and rotary-embedding-torch
+(``benchmarks/rope_apply.py``'s record in ``results/bench/rope_apply_cpu/``), and what ``import vitpe.pe`` costs
+(``benchmarks/import_time.py``'s in ``results/bench/import_cpu/``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Callable
 from reports.records import markdown
 
 RECORD = "results/bench/rope_apply_cpu/rope_apply.json"
+IMPORT_RECORD = "results/bench/import_cpu/import.json"
 
 
 def bench_rope_apply(root: Path) -> str:
@@ -33,5 +35,22 @@ def bench_rope_apply(root: Path) -> str:
             f"{record['rounds']} interleaved rounds of {record['repeats']} calls; `{record['command']}`\n")
 
 
+def bench_import(root: Path) -> str:
+    """Median seconds of ``import torch`` and of ``import torch; import vitpe.pe`` in fresh processes."""
+    path = root / IMPORT_RECORD
+    if not path.is_file():
+        return "(no record yet: run benchmarks/import_time.py)\n"
+    from vitpe.machine import cpu_line
+
+    record = json.loads(path.read_text())
+    median = record["median_s"]
+    table = markdown(["import", "seconds (median)"], [
+        ["`torch`", f"{median['torch']:.3f}"], ["`torch`, then `vitpe.pe`", f"{median['torch + vitpe.pe']:.3f}"],
+        ["`vitpe.pe` after `torch`, in that process", f"{median['vitpe.pe after torch']:.3f}"]])
+    heavy = ", ".join(record["heavy_modules"]) or "none of timm, torchvision, yaml, matplotlib"
+    return (f"{table}\n{record['rounds']} fresh processes each, alternated; modules beyond torch's: {heavy}; machine: "
+            f"{cpu_line(record['machine'])}, Python {record['python']}, {record['date']}; `{record['command']}`\n")
+
+
 #: This study's tables: name -> function of the repository root -> markdown (scripts/report.py).
-TABLES: dict[str, Callable[[Path], str]] = {"bench-rope-apply": bench_rope_apply}
+TABLES: dict[str, Callable[[Path], str]] = {"bench-rope-apply": bench_rope_apply, "bench-import": bench_import}

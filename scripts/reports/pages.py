@@ -75,7 +75,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
         "table:bench-loaders",
         "table:bench-loader-memory",
         "table:bench-in-memory",
-        "table:bench-mixed",
+        "table:bench-mixed", "table:bench-rope-apply", "table:bench-import",
         "value:bench-checks x1",
         "value:bench-img-s x2",
         "value:bench-overhead x2",
