@@ -10,7 +10,8 @@ gives the mean accuracy of the runs a pattern names in a committed sweep; script
 The pages are those of :data:`reports.pages.MARKERS` -- README.md, RESULTS.md, BENCHMARKS.md and every page under
 docs/ -- and each must hold exactly the tables listed there, in order, and as many spans of each value. The check
 also fails on a marker naming nothing, a table or number no page shows, a page under docs/ that the list does not
-name, and a placeholder left on a page.
+name, and a placeholder left on a page. Figures (:data:`reports.FIGURES`) are drawn into results/figures/ with the
+numbers they plot beside them; the check compares those numbers and fails on a figure no page shows.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from reports import TABLES, VALUES  # one module per study (scripts/reports/), each adding its tables and numbers
+from reports import FIGURES, TABLES, VALUES  # one module per study (scripts/reports/), each adding its tables and numbers
+from reports.figures import FOLDER, stale_or_write
 from reports.pages import MARKERS
 from reports.table_cells import table_rows
 
@@ -122,11 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     rendered: dict[str, str] = {}
     shown: set[str] = set()
     stale = []
+    pages_text = []
     for page in documentation_pages(args.root):
         path = args.root / page
         if not path.is_file():
             continue
         text = path.read_text()
+        pages_text.append(text)
         new = render(text, args.root, rendered, shown, page)
         if new == text:
             continue
@@ -139,18 +143,29 @@ def main(argv: list[str] | None = None) -> int:
     unused = [name for name in sorted({f"table:{n}" for n in TABLES} | {f"value:{n}" for n in VALUES})
               if name not in shown]
     errors = layout_errors(args.root)
+    stale_figures = []
+    for name, figure in FIGURES.items():
+        panels = figure(args.root)
+        if panels is not None and not any(f"{FOLDER}/{name}.png" in text for text in pages_text):
+            unused.append(f"figure:{name}")
+        reason = stale_or_write(name, panels, args.root, args.check)
+        if reason:
+            stale_figures.append(reason)
     if unused:
         errors.append(f"no page shows {', '.join(unused)}")
     for error in errors:
         print(f"error: {error}", file=sys.stderr)
     if errors:
         return 1
-    if args.check and stale:
-        print(f"out of date with their records: {', '.join(str(p.relative_to(args.root)) for p in stale)}; run "
-              f"python scripts/report.py", file=sys.stderr)
+    if args.check and (stale or stale_figures):
+        out_of_date = [str(p.relative_to(args.root)) for p in stale] + [f"figure {r}" for r in stale_figures]
+        print(f"out of date with their records: {'; '.join(out_of_date)}; run python scripts/report.py",
+              file=sys.stderr)
         return 1
     for path in [] if args.check else stale:
         print(f"rewrote {path.relative_to(args.root)}")
+    for reason in [] if args.check else stale_figures:
+        print(f"redrew {reason.split(':')[0]} ({FOLDER})")
     return 0
 
 

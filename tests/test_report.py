@@ -704,3 +704,26 @@ def test_the_native_aspect_study_tabulates_each_training_and_its_sweep_at_native
     assert "| `cpb` | native aspect, 16–144 patches | interpolate | 50.0 | 50.0 |" in sweep_table
     assert "| `learned` | timm NaFlexViT, its own loader | timm | 50.0 | n/a |" in sweep_table
     assert "ntk" not in sweep_table  # no accuracy in that mode: no row
+
+    from reports.figures import MAX_LINES, Line, Panel, stale_or_write
+    from reports.imagewoof_native import native_figure
+
+    panels = native_figure(tmp_path)
+    assert [p.title for p in panels] == ["centred squares, interpolated", "centred squares, extrapolated",
+                                         "native aspect, interpolated", "native aspect, extrapolated"]
+    square = panels[1].lines[0]
+    assert (square.label, square.x, square.mean, square.seeds) == ("cpb", [64.0, 320.0], [41.0, 41.0], 2)
+    assert square.std[0] == pytest.approx(1.414, abs=1e-3) and panels[0].trained == (40.0, 64.0)
+    assert [line.label for line in panels[2].lines] == ["cpb", "NaFlexViT learned"]
+    assert stale_or_write("woof", panels, tmp_path, check=True) == "woof: its numbers differ from the records"
+    assert not (tmp_path / "results/figures/woof.png").exists()  # a check writes nothing
+    assert stale_or_write("woof", panels, tmp_path, check=False) is not None
+    assert (tmp_path / "results/figures/woof.png").stat().st_size > 5000
+    assert stale_or_write("woof", panels, tmp_path, check=True) is None  # drawn: up to date
+    records[0]["accuracy"] = 0.30  # a record changes: the figure's numbers are stale
+    (study / "resolution/resolution.json").write_text(json.dumps(records))
+    assert stale_or_write("woof", native_figure(tmp_path), tmp_path, check=True) is not None
+    assert stale_or_write("woof", None, tmp_path, check=True) == "woof: a figure without records"
+    crowded = Panel("crowded", "x", "y", [Line(str(i), [1.0], [1.0], [0.0], 1) for i in range(MAX_LINES + 1)])
+    with pytest.raises(ValueError, match="split it"):
+        stale_or_write("crowded", [crowded], tmp_path, check=False)

@@ -18,6 +18,8 @@ STUDIES = (machines, model_values, record_values, run_values, table_cells, log_v
            imagewoof, imagewoof_native, library)
 TABLES: dict[str, Callable[[Path], str]] = {name: table for study in STUDIES
                                            for name, table in getattr(study, "TABLES", {}).items()}
+#: Figures (``results/figures/NAME.png``, :mod:`reports.figures`): name -> function of the root -> panels or None.
+FIGURES: dict[str, Callable] = {name: figure for study in STUDIES for name, figure in getattr(study, "FIGURES", {}).items()}
 #: Numbers inside sentences (``<!-- value: NAME -->``): name -> function of the repository root -> text.
 VALUES: dict[str, Callable[..., str]] = {name: value for study in STUDIES
                                             for name, value in getattr(study, "VALUES", {}).items()}
