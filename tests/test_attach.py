@@ -12,7 +12,7 @@ import torch
 import vitpe
 from vitpe.loading.convert import convert
 
-TWO_D = [n for n in vitpe.pe.available() if 2 in vitpe.pe.get(n).grid_dims]
+TWO_D = vitpe.pe.available(dims=2)
 
 
 def timm_vit(**kwargs) -> torch.nn.Module:

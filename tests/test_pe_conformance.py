@@ -22,8 +22,8 @@ import vitpe
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = vitpe.pe.available()
-TWO_D = [n for n in NAMES if 2 in vitpe.pe.get(n).grid_dims]
-ONE_D = [n for n in NAMES if 1 in vitpe.pe.get(n).grid_dims]
+TWO_D = vitpe.pe.available(dims=2)
+ONE_D = vitpe.pe.available(dims=1)
 HEADS, HEAD_DIM, DEPTH = 2, 32, 2
 GRIDS = ((14, 14), (20, 16))
 
@@ -190,3 +190,11 @@ def test_every_name_reaches_its_class_and_its_signature_shows_every_keyword(name
     assert list(params)[:6] == ["dim", "heads", "depth", "grid", "num_prefix_tokens", "resize"]
     assert {k: params[k].default for k in list(params)[6:]} == vitpe.pe.options(name)
     assert all(p.kind is p.KEYWORD_ONLY for p in params.values())
+
+
+def test_available_names_the_pes_of_each_kind_of_grid() -> None:
+    assert "t5bias" in ONE_D and "t5bias" not in TWO_D and "separable" not in ONE_D
+    assert sorted(set(ONE_D) | set(TWO_D)) == NAMES
+    assert all(2 in vitpe.pe.get(n).grid_dims for n in TWO_D)
+    with pytest.raises(ValueError, match="takes 1"):
+        vitpe.pe.available(dims=3)

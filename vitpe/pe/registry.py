@@ -44,9 +44,12 @@ def full_signature(cls: type[PositionEncoding]) -> inspect.Signature:
     return inspect.Signature(common + own)
 
 
-def available() -> list[str]:
-    """Names of all registered position encodings, sorted."""
-    return sorted(_REGISTRY)
+def available(dims: int | None = None) -> list[str]:
+    """Names of the registered position encodings, sorted: all of them, or (``dims=2``, ``dims=1``) those that work
+    on image grids or on sequences (``t5bias`` is 1D only; ``separable`` and ``rope_dinov3`` are 2D only)."""
+    if dims not in (None, 1, 2):
+        raise ValueError(f"available(dims=...) takes 1 (sequences) or 2 (images), got {dims!r}")
+    return sorted(name for name, cls in _REGISTRY.items() if dims is None or dims in cls.grid_dims)
 
 
 def get(name: str) -> type[PositionEncoding]:
