@@ -19,6 +19,7 @@ ROW_KEYS = {"pe", "img_size", "train_img_s", "infer_img_s", "train_vs_timm", "tr
             "infer_vs_none"}
 
 
+@pytest.mark.slow
 def test_quick_mode_writes_valid_json(tmp_path):
     assert bench.main(["--quick", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "bench.json").read_text())
@@ -139,6 +140,7 @@ def test_an_output_folder_it_cannot_write_fails_before_the_timing(tmp_path, caps
     assert "cannot write there" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_full_disk_at_the_end_says_how_to_go_on(tmp_path, capsys, monkeypatch):
     import errno
 

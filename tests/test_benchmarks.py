@@ -60,6 +60,7 @@ def test_every_named_change_sets_attributes_that_exist(name):
     assert hasattr(chosen.owner, chosen.attribute) and pes
 
 
+@pytest.mark.slow
 def test_changes_py_prints_new_over_old(tmp_path):
     done = subprocess.run([sys.executable, "benchmarks/changes.py", "cpb_tables", "--dims", "quick", "--px", "8",
                            "--batch", "2", "--rounds", "2"], capture_output=True, text=True, timeout=300)
@@ -73,6 +74,7 @@ def test_flex_bias_training_on_a_cpu_is_one_clear_error():
     assert done.returncode == 2 and "no backward on a CPU" in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_peak_memory_measures_each_model_in_its_own_process():
     done = subprocess.run([sys.executable, "benchmarks/peak_memory.py", "none,timm", "--px", "8", "--batch", "2"],
                           capture_output=True, text=True, timeout=300)
@@ -103,6 +105,7 @@ def test_profile_step_on_a_missing_gpu_is_one_clear_error(capsys):
     assert exit_.value.code == 2 and "sees no CUDA GPU" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_loader_benchmark_times_every_loader_and_measures_memory(tmp_path):
     import json
 

@@ -16,6 +16,7 @@ def small_vit(pe: str) -> vitpe.ViT:
     return vitpe.ViT(img_size=16, patch_size=4, dim=32, depth=2, heads=2, pe=pe, pool="mean")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pe", PES)
 def test_one_graph_and_the_same_numbers(pe):
     model = small_vit(pe)

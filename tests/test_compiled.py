@@ -29,6 +29,7 @@ def train_steps(forward, sizes, steps: int = 2) -> None:
             loss.backward()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pe", ["cpb", "sincos", "rope_mixed"])
 def test_one_graph_per_training_size(pe):
     """A PE's grid cache filled at the first compiled call changed what the graph's guards read: every size compiled
@@ -42,6 +43,7 @@ def test_one_graph_per_training_size(pe):
         dynamo.reset()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pe", ["cpb", "sincos", "relbias", "alibi", "rope_axial"])
 def test_a_model_compiled_by_hand_compiles_once_per_size_and_leaves_its_cache_alone(pe):
     """A user's own torch.compile of a vitpe model, caches not filled: a missing entry is built into the graph and not
@@ -56,6 +58,7 @@ def test_a_model_compiled_by_hand_compiles_once_per_size_and_leaves_its_cache_al
         dynamo.reset()
 
 
+@pytest.mark.slow
 def test_an_eager_evaluation_between_epochs_costs_no_compilation():
     """train.py evaluates the plain model eagerly, which fills the caches at the sizes it evaluates; graphs traced
     with those entries missing would compile again. Filled before compiling, they never see the cache change."""
@@ -101,6 +104,7 @@ def text_batch(width: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randint(3, 50, (2, width), generator=g).masked_fill(~mask, PAD_ID), mask
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pe", ["rope_axial", "alibi", "t5bias", "sincos"])
 def test_a_compiled_text_model_takes_one_graph_per_width_evaluation_between_epochs_included(pe):
     """Text was compiled with dynamic lengths: the mask's checks split the graph, and each length took its own graphs,

@@ -24,6 +24,7 @@ def python_blocks():
             yield pytest.param(match.group(1), id=f"{page.relative_to(ROOT)}:{line}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("code", python_blocks())
 def test_python_block_runs_as_written(code, tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -63,6 +63,7 @@ def test_unavailable_combinations_carry_reasons(runs, tmp_path):
         assert "- learnable, extrapolate, at " in table and f"{r['resolution']}" in table and r["reason"] in table
 
 
+@pytest.mark.slow
 def test_the_table_is_printed_not_only_its_path(runs, tmp_path, capsys):
     _eval(runs, tmp_path)
     printed = capsys.readouterr().out
@@ -81,6 +82,7 @@ def test_native_resolution_matches_training_evaluation(runs, tmp_path):
             assert r["loss"] == pytest.approx(trained["test_loss"], rel=1e-6)
 
 
+@pytest.mark.slow
 def test_results_are_deterministic(runs, tmp_path):
     _eval(runs, tmp_path / "a")
     _eval(runs, tmp_path / "b")
@@ -96,6 +98,7 @@ def _count_evaluations(monkeypatch) -> list[str]:
     return evaluated
 
 
+@pytest.mark.slow
 def test_rerun_reuses_cached_records_and_evaluates_again_for_other_settings(runs, tmp_path, monkeypatch):
     assert _eval(runs, tmp_path) == 0
     first = (tmp_path / "resolution.json").read_text()
@@ -248,6 +251,7 @@ def test_resolution_parsing():
         parse_resolutions("")
 
 
+@pytest.mark.slow
 def test_reduced_resolution_runs_train_and_test_below_the_native_size(tmp_path):
     """Train at half the native size with half the patch (the same grid), then test from the native images
     resampled to each size: the model's grid follows the patch size, and the native-size record is the training
@@ -292,6 +296,7 @@ def test_gains_pair_each_run_with_its_own_training_size():
     assert gains_table([], "resolution") == ""
 
 
+@pytest.mark.slow
 def test_report_has_the_gain_table_and_keeps_the_training_size(runs, tmp_path):
     _eval(runs, tmp_path)
     assert "Change against the training resolution" in (tmp_path / "resolution.md").read_text()

@@ -286,7 +286,7 @@ def test_pape_adds_its_parabolas_to_the_logits_through_wider_q_and_k(mode):
     assert torch.equal(same_v, v)
     with pytest.raises(ValueError, match="parabolas must be a whole number"):
         vitpe.pe.build("pape", dim=32, heads=2, depth=1, grid=(3, 4), parabolas=0)
-    with pytest.raises(NotImplementedError, match="call rotate_qk\(q, k, state, layer\)"):
+    with pytest.raises(NotImplementedError, match=r"call rotate_qk\(q, k, state, layer\)"):
         pe.rotate(q, pe.prepare(grid), 0)
     composed = vitpe.pe.build("rope_axial+pape", dim=32, heads=2, depth=2, grid=(3, 4), num_prefix_tokens=1)
     axial, alone = composed.members["rope_axial"], composed.members["pape"]

@@ -61,6 +61,7 @@ PEAK = """
 """
 
 
+@pytest.mark.slow
 def test_a_decoded_split_peaks_at_about_its_own_size(tmp_path):
     folder = jpeg_folder(tmp_path / "data", per_class=600)  # 1,204 images: 92 MB decoded at 160 px
     done = run_python(PEAK.format(root=folder, cache=tmp_path / "cache"))
@@ -86,6 +87,7 @@ REFUSED = """
 """
 
 
+@pytest.mark.slow
 def test_a_split_that_cannot_fit_is_refused_before_decoding_in_one_line(tmp_path):
     folder = jpeg_folder(tmp_path / "data", per_class=300)
     big = run_python(REFUSED.format(root=folder, size=512, out=tmp_path / "big"))  # 600 x 786 kB = 472 MB

@@ -73,6 +73,7 @@ def test_padding_changes_nothing(pe):
                               atol=TOLERANCE, rtol=0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pe", PES)
 def test_aspects_from_1_to_4_through_4_to_1_run_and_learn(pe):
     net = model(pe, pool="mean").train()  # (with a class token, the last block's bias never reaches the logits)

@@ -90,6 +90,7 @@ def finish(procs: list[subprocess.Popen], timeout: float = 240) -> list[tuple[in
     return results
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loader", ["memory", "stream"])
 def test_two_nodes_train_the_weights_of_one_process_with_the_same_global_batch(setup, tmp_path, loader):
     config, data = setup
@@ -103,6 +104,7 @@ def test_two_nodes_train_the_weights_of_one_process_with_the_same_global_batch(s
     assert saved["train_state"]["world"] == 2
 
 
+@pytest.mark.slow
 def test_sigterm_to_one_node_stops_both_and_the_run_resumes_in_one_process(setup, tmp_path):
     config, data = setup
     epochs = ["train.epochs=12", "train.checkpoint_every=1"]

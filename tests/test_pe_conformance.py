@@ -62,6 +62,7 @@ def hosted(pe: vitpe.pe.PositionEncoding, grid: tuple[int, ...], dtype: torch.dt
     return run_hooks(pe, grid, *inputs(grid, dtype))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", TWO_D)
 def test_the_readme_snippet_runs_as_written_at_two_grids(name: str) -> None:
     code = readme_snippet()
@@ -119,6 +120,7 @@ def test_bfloat16_after_to(name: str) -> None:
     torch.testing.assert_close(out.float(), reference, rtol=0.05, atol=0.08)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", TWO_D)
 def test_compiled_with_fullgraph_across_a_grid_change(name: str) -> None:
     pe = build(name).eval()

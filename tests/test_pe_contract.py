@@ -100,6 +100,7 @@ def test_an_attention_bias_is_contiguous(case, prefix):
     assert all(pe.attention_bias(state, layer).is_contiguous() for layer in range(DEPTH))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_gradients_reach_every_parameter(case):
     name, ndim = case
@@ -192,6 +193,7 @@ def test_a_bias_depends_only_on_the_offset_at_every_grid_in_both_modes(case, mod
         assert torch.isfinite(bias).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_the_encoder_runs_at_other_grids_in_interpolate_mode(case):
     name, ndim = case
@@ -223,6 +225,7 @@ def test_modes_differ_away_from_the_reference_grid(case):
     assert not torch.allclose(interpolated, encoder(x, grid))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_state_dict_round_trip(case):
     name, ndim = case

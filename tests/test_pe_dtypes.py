@@ -21,6 +21,7 @@ CASES = [(pe, dtype) for pe in PES for dtype in (torch.bfloat16, torch.float64)]
     [(pe, torch.float16) for pe in ("cpb", "fire", "liere", "pape", "rope_mixed")]  # float16: as bfloat16, spot-checked
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pe,dtype", CASES, ids=lambda case: str(case))
 def test_a_model_cast_to_a_dtype_trains_and_takes_mixed_batches(pe, dtype):
     net = model(pe).to(dtype)

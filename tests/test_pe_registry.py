@@ -94,6 +94,7 @@ def test_bad_arguments_give_clear_errors():
     assert vitpe.pe.build("peg", dim=DIM, heads=HEADS, depth=6, grid=(4, 4)).before_block == 1  # CPVT: after block 0
 
 
+@pytest.mark.slow
 def test_import_vitpe_pe_needs_torch_alone():
     """``import vitpe.pe`` in a fresh process imports torch and vitpe's PE code only: none of timm, torchvision,
     yaml, matplotlib, vitpe's models, data or weight loading; ``vitpe.ViT`` still comes on first use."""

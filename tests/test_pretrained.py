@@ -38,6 +38,7 @@ def spec(weights: Path) -> str:
     return f"timm:vit_tiny_patch16_224@{weights}"
 
 
+@pytest.mark.slow
 def test_a_run_starts_from_converted_weights(weights, tmp_path, capsys):
     out = tmp_path / "run"
     assert train.main(["--config", FINETUNE, f"out_dir={out}", f"model.init={spec(weights)}", *SYNTHETIC]) == 0
@@ -111,6 +112,7 @@ def folder(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_eval_sweeps_a_pretrained_model_as_timm_feeds_it(weights, folder, tmp_path):
     out = tmp_path / "sweep"
     assert eval_cli.main([spec(weights), "--data", f"imagefolder:{folder}", "--resolutions", "224,160x192,256",
@@ -143,6 +145,7 @@ def test_eval_argument_errors(weights, folder, tmp_path, capsys):
     assert "no weights file at" in err and err.startswith(f"error: eval.py {missing!r}")  # not a model.init never set
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, size, resolutions", [("eva02_tiny_patch14_224", 28, "224,140x168"),
                                                      ("vit_tiny_patch16_dinov3_qkvb", 32, "224,160x192")])
 def test_todays_rope_vits_fine_tune_and_evaluate_from_a_weights_file(name, size, resolutions, folder, tmp_path):

@@ -65,6 +65,7 @@ def reference(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_one_owner_then_sigterm_checkpoints_the_step_and_resume_is_exact(reference, tmp_path, capsys):
     out = tmp_path / "run"
     proc = subprocess.Popen(cmd(*ARGS, f"out_dir={out}"), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -111,6 +112,7 @@ def test_a_resumed_run_reports_the_time_of_an_unbroken_one(tmp_path, monkeypatch
     assert elapsed(tmp_path / "resumed") == elapsed(tmp_path / "unbroken") > 3
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_like_sigterm(reference, tmp_path):
     out = tmp_path / "run"
     proc = subprocess.Popen(cmd(*ARGS, f"out_dir={out}"), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -152,6 +154,7 @@ def _rank(pid: int) -> int:
     return int(next(e for e in env if e.startswith(b"RANK=")).split(b"=")[1])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc to find torchrun's workers")
 def test_under_torchrun_every_rank_stops_at_the_same_step(tmp_path):
     """SIGTERM reaches only rank 1; both ranks stop after the same step, rank 0 writes the checkpoint, and the

@@ -26,11 +26,13 @@ def copy_of_the_pages(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_the_pages_show_what_the_records_give():
     done = run("--check")
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_a_number_that_differs_from_its_record_fails_the_check(tmp_path):
     root = copy_of_the_pages(tmp_path)
     metrics = root / "results/recipe/D_learnable_b64_s2/metrics.jsonl"
@@ -46,6 +48,7 @@ def test_a_number_that_differs_from_its_record_fails_the_check(tmp_path):
     assert "72.22" in (root / "docs/results/recipe.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_hand_edited_table_fails_the_check(tmp_path):
     root = copy_of_the_pages(tmp_path)
     page = root / "RESULTS.md"
@@ -57,6 +60,7 @@ def test_a_hand_edited_table_fails_the_check(tmp_path):
     assert done.returncode == 1 and "RESULTS.md" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_table_whose_markers_are_removed_and_numbers_edited_fails_though_another_page_shows_it(tmp_path):
     root = copy_of_the_pages(tmp_path)
     page = root / "RESULTS.md"  # recipe-current-short is on README.md too
@@ -70,6 +74,7 @@ def test_a_table_whose_markers_are_removed_and_numbers_edited_fails_though_anoth
     assert "missing table:recipe-current-short" in done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page, words", [("docs/results/bias_growth.md", "Not committed yet"),
                                          ("docs/training.md", "TODO: the figure")])
 def test_a_placeholder_on_any_page_fails_the_check(tmp_path, page, words):
@@ -80,6 +85,7 @@ def test_a_placeholder_on_any_page_fails_the_check(tmp_path, page, words):
     assert done.returncode == 1 and f"{page}: a placeholder where a result belongs" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_page_the_list_does_not_name_fails_the_check(tmp_path):
     root = copy_of_the_pages(tmp_path)
     (root / "docs/new_page.md").write_text("# New\n\nIt gains 3.2 points.\n")
@@ -563,6 +569,7 @@ def test_a_ratio_is_side_by_side_only_for_runs_that_trained_at_the_same_time_on_
     assert not side_by_side([], [loop])
 
 
+@pytest.mark.slow
 def test_a_hand_edited_number_inside_a_sentence_fails_the_check_and_is_rewritten(tmp_path):
     root = copy_of_the_pages(tmp_path)
     page = root / "README.md"
@@ -626,6 +633,7 @@ def test_runs_tested_with_pe_options_group_over_their_seeds():
                                                        "lookhere@large_grid_slope=0.6", "learnable", "sincos_final"]
 
 
+@pytest.mark.slow
 def test_markers_of_a_page_that_is_not_there_is_one_line_naming_it():
     done = run("--markers", "../README.md")
     assert done.returncode == 2 and "Traceback" not in done.stderr

@@ -162,6 +162,7 @@ def test_a_models_flops_are_those_of_its_layers():
         int(model_params(ROOT, "configs/cifar10_17ep.yaml")[:-1])
 
 
+@pytest.mark.slow
 def test_a_hand_edited_quote_of_a_table_cell_fails_the_check(tmp_path):
     from test_report import copy_of_the_pages, run
 
@@ -225,6 +226,7 @@ def test_an_old_benchmarks_figures_are_read_from_its_bench_json(tmp_path):
         bench_img_s(tmp_path, "bench.json", "none", "64", "backward")
 
 
+@pytest.mark.slow
 def test_a_hand_edited_figure_read_from_a_log_fails_the_check(tmp_path):
     from test_report import copy_of_the_pages, run
 

@@ -74,6 +74,7 @@ def test_summarise_names_what_it_cannot_use(tmp_path):
     assert "--label model.depth: a run's config has no 'depth' there" in err.getvalue()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script, setting, says", [
     ("compare.sh", {"JOBS": "0"}, "JOBS must be a whole number >= 1"),  # xargs -P 0: every training at once
     ("compare.sh", {"SEEDS": "0 one"}, "SEEDS: 'one' is not a whole number"),
@@ -94,6 +95,7 @@ def test_a_bad_setting_stops_an_experiment_before_its_first_training(tmp_path, s
     assert not runs.exists() or not any(runs.iterdir())  # no training started
 
 
+@pytest.mark.slow
 def test_compare_script_trains_picks_and_evaluates(tmp_path):
     # PATH without any `python`, as in a venv that is not activated: the script must run the interpreter it is given
     env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "CONFIG": "configs/smoke.yaml",
@@ -130,6 +132,7 @@ def test_compare_script_trains_picks_and_evaluates(tmp_path):
     assert refused.returncode == 2 and "give MULTI_PES" in refused.stderr
 
 
+@pytest.mark.slow
 def test_bias_stats_reports_the_trained_bias_and_the_step_bound(tmp_path):
     runs = {}
     for pe in ("relbias", "learnable"):
@@ -155,6 +158,7 @@ def test_bias_stats_reports_the_trained_bias_and_the_step_bound(tmp_path):
 DATA = Path(os.environ.get("VITPE_DATA", ROOT / ".." / "shared" / "data"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (DATA / "cifar-10-batches-py").is_dir(), reason="CIFAR-10 not in VITPE_DATA")
 def test_timm_baseline_resumes_to_the_uninterrupted_numbers(tmp_path):
     whole, cut = tmp_path / "whole", tmp_path / "cut"
@@ -244,6 +248,7 @@ def test_merge_sweeps_into_a_kept_report_replaces_runs_evaluated_again_and_keeps
         script_main("merge_sweeps", str(new))
 
 
+@pytest.mark.slow
 def test_keep_sweep_joins_each_sweep_to_the_kept_one(tmp_path):
     """An experiment rerun for some of its runs: the kept tables hold every run, the rerun ones at their new value."""
     for name, runs in [("first", {"cpb_s0": 0.5, "cpb_s1": 0.6}), ("second", {"cpb_s1": 0.7, "cpb_s2": 0.8})]:
@@ -317,6 +322,7 @@ def _written(folder: Path, name: str, runs: dict[str, float], n: int = 100) -> l
     return [str(folder / name)]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (DATA / "cifar-10-batches-py").is_dir(), reason="CIFAR-10 not in VITPE_DATA")
 def test_recipe_vs_timm_runs_both_side_by_side_and_tabulates(tmp_path):
     env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "VITPE_DATA": str(DATA), "SEEDS": "0",
@@ -354,6 +360,7 @@ def test_recipe_vs_timm_runs_both_side_by_side_and_tabulates(tmp_path):
     assert refused.returncode == 2 and "JOBS must be a whole number >= 1" in refused.stderr
 
 
+@pytest.mark.slow
 def test_text_experiments_script_trains_every_seed_and_averages_them(tmp_path):
     env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "SEEDS": "0 1", "LENGTH_PES": "none",
            "SST2_PES": "", "EXTRA": "train.epochs=1 data.synthetic_size=128 model.dim=16 model.heads=2",
@@ -369,6 +376,7 @@ def test_text_experiments_script_trains_every_seed_and_averages_them(tmp_path):
         assert "| none | interpolate |" in table and "(2)" in table  # the two seeds averaged in every cell
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (DATA / "cifar-10-batches-py").is_dir(), reason="CIFAR-10 not in VITPE_DATA")
 def test_gpu_check_fits_the_recipe_to_its_time_and_summarises(tmp_path):
     """The device-time script, its recipe step on a CPU: the probe's epoch time sets the epochs of the run."""
@@ -402,6 +410,7 @@ def test_gpu_check_fits_the_recipe_to_its_time_and_summarises(tmp_path):
         assert refused.returncode == 2 and message in refused.stderr
 
 
+@pytest.mark.slow
 def test_transfer_script_trains_augments_fine_tunes_and_evaluates_in_every_mode(tmp_path):
     env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "CONFIG": "configs/smoke.yaml",
            "PES": "rope_axial", "AUG_PES": "rope_axial", "AUGS": "r2=rescale=2,jitter=1.5 z=crop_scale=0.25:1",
@@ -455,6 +464,7 @@ def test_transfer_script_trains_augments_fine_tunes_and_evaluates_in_every_mode(
     assert bad.returncode == 2 and "AUGS: 'big=scale=3' is not name=option=value" in bad.stderr
 
 
+@pytest.mark.slow
 def test_imagenette_script_runs_transfer_on_the_imagenette_configs(tmp_path):
     from test_image_folder import fake_imagenette
 
@@ -479,6 +489,7 @@ def test_imagenette_script_runs_transfer_on_the_imagenette_configs(tmp_path):
     assert (tmp_path / "kept" / "trained" / "rope_mixed_s0" / "metrics.jsonl").is_file()
 
 
+@pytest.mark.slow
 def test_variants_script_trains_each_line_and_tabulates_them(tmp_path):
     variants = tmp_path / "variants.txt"
     variants.write_text("# a comment\nwide model.dim=48\n\nnarrow model.dim=32\n")
@@ -523,6 +534,7 @@ def _wait_for_an_epoch(run: Path, script: subprocess.Popen, timeout: float = 120
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_a_failed_lane_stops_the_trainings_beside_it_and_the_script_waits_for_their_checkpoints(tmp_path):
     # the second variant fails, but only once the first has finished an epoch (a PYTHON that holds it back until
     # then): the first must not train on, unseen, after the script has said it failed
@@ -542,6 +554,7 @@ def test_a_failed_lane_stops_the_trainings_beside_it_and_the_script_waits_for_th
     assert (runs / "slow" / "checkpoint.pt").is_file() and not (runs / "accuracy.md").exists()
 
 
+@pytest.mark.slow
 def test_sigterm_to_an_experiment_script_stops_its_lanes_at_a_checkpoint_and_the_same_command_resumes(tmp_path):
     runs = tmp_path / "runs"
     variants = tmp_path / "variants.txt"
@@ -576,6 +589,7 @@ def imagewoof_env(tmp_path: Path, per_class: int, **settings: str) -> dict[str, 
             "SEEDS": "0", "JOBS": "2", "RECORDS": str(tmp_path / "kept"), **settings}
 
 
+@pytest.mark.slow
 def test_imagewoof_stream_script_trains_both_loaders_side_by_side_and_keeps_their_records(tmp_path):
     env = imagewoof_env(tmp_path, per_class=4, EXTRA="data.img_size=32 model.dim=32 model.depth=1 model.heads=2 "
                         "train.epochs=2 train.batch_size=4 train.img_sizes=[16] train.img_size_epochs=[] "
@@ -595,6 +609,7 @@ def test_imagewoof_stream_script_trains_both_loaders_side_by_side_and_keeps_thei
     assert all((runs / loader / "cpb_s0.log").read_text() == log for loader, log in logs.items())
 
 
+@pytest.mark.slow
 def test_imagewoof_native_script_trains_square_and_native_runs_and_sweeps_them_at_native_aspect(tmp_path):
     env = imagewoof_env(tmp_path, per_class=6, PES="rope_mixed", RESOLUTIONS="16,32", EVAL_LIMIT="0",
                         ANCHOR_EPOCHS="1", ANCHORS="rope_mixed", ANCHOR_OPTIONS="--batch-size 2 --workers 0",

@@ -265,6 +265,7 @@ def test_a_jpeg_draft_decodes_at_a_smaller_scale_and_gives_nearly_the_same_view(
     assert large.size == (320, 240)  # a view near the photograph's size is decoded whole
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_whole_process_group_checkpoints_at_the_step_and_resumes_exactly(tmp_path):
     """A scheduler (or Ctrl-C) signals every process of the job: the workers ignore it, the training process stops
     after its step with a checkpoint, and the resumed run ends as the uninterrupted one."""

@@ -195,6 +195,7 @@ def test_positions_matter_for_every_pe_but_none():
         assert same == (pe == "none"), pe
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pe", PES_1D)
 def test_every_1d_pe_trains(pe):
     # mean pooling: with a class token, a logits-site bias of the last block only reaches the class token's row,

@@ -102,6 +102,7 @@ def test_text_config_errors():
         load_config(None, ["data.word_dropout=0.1"])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (DATA / "sst2" / "train.tsv").is_file(), reason="SST-2 not in VITPE_DATA")
 def test_short_real_sst2_run_learns_above_chance(tmp_path, capsys):
     out = tmp_path / "sst2"

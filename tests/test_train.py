@@ -77,6 +77,7 @@ def test_progressive_resizing_records_each_epochs_size(tmp_path):
     assert model.grid == (4, 4)  # built for data.img_size (16 px), where the test split is evaluated
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (DATA / "cifar-10-batches-py").is_dir(), reason="CIFAR-10 not in VITPE_DATA")
 def test_short_real_cifar10_run_learns_well_above_chance(tmp_path):
     out = tmp_path / "cifar"
@@ -93,6 +94,7 @@ def _cmd(*args):
     return [sys.executable, str(ROOT / "train.py"), *map(str, args), "--no-progress"]
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_to_identical_weights_and_metrics(tmp_path):
     args = ["--config", SMOKE, "model.pe=rope_mixed", "data.img_size=32", "train.img_sizes=[32]",
             "data.synthetic_size=768", "train.epochs=3", "train.batch_size=32", "train.checkpoint_every=3",
@@ -122,6 +124,7 @@ def test_killed_run_resumes_to_identical_weights_and_metrics(tmp_path):
     assert strip(reference) == strip(killed)
 
 
+@pytest.mark.slow
 def test_ddp_two_cpu_processes(tmp_path):
     out = tmp_path / "ddp"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
