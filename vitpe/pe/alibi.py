@@ -17,19 +17,14 @@ training, here scaling the offsets before their distance (:mod:`vitpe.pe.coord_a
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 
+from vitpe.pe.base import CommonArgs, Unpack
 from vitpe.pe.coord_augment import CoordAugment
 from vitpe.pe.grid import Grid, relative_index
 from vitpe.pe.registry import register
 from vitpe.pe.sites import BiasEncoding, gather_relative
-
-if TYPE_CHECKING:
-    from typing import Unpack  # (Python 3.11; only read by type checkers)
-
-    from vitpe.pe.base import CommonArgs
 
 
 def alibi_slopes(heads: int) -> torch.Tensor:

@@ -28,7 +28,8 @@ through the hooks above applied to each grid's images (:mod:`vitpe.pe.mixed`).
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, TypedDict
+import sys
+from typing import Any, Callable, ClassVar, Iterator, TypedDict
 
 import torch
 from torch import nn
@@ -39,8 +40,12 @@ from vitpe.pe.grid import (BASIC_RESIZE_MODES, Grid, as_grid, check_resize_mode,
 from vitpe.pe.layout import unbind_in_memory_order
 from vitpe.pe.mixed import GridLayout, MixedState
 
-if TYPE_CHECKING:
-    from vitpe.pe.bound import BoundEncoding
+from vitpe.pe.bound import BoundEncoding
+
+if sys.version_info >= (3, 11):  # Unpack[CommonArgs] types the PEs' **common (imported from here)
+    from typing import Unpack  # noqa: F401
+else:  # (torch depends on typing_extensions)
+    from typing_extensions import Unpack  # noqa: F401
 
 SITES = ("none", "tokens", "qk", "logits")
 _CACHE_SIZE = 32
@@ -54,7 +59,7 @@ class _RequiredArgs(TypedDict):
 
 class CommonArgs(_RequiredArgs, total=False):
     """The keyword arguments every PE takes (documented on :class:`PositionEncoding`): a PE's constructor passes them
-    on as ``**common: Unpack[CommonArgs]``, so that an editor and a type checker know them; ``help()`` and
+    on as ``**common: Unpack[CommonArgs]`` (both importable from here), so that an editor and a type checker know them; ``help()`` and
     ``inspect.signature`` show them with each PE's own options (:func:`vitpe.pe.registry.full_signature`)."""
 
     depth: int | None
@@ -197,11 +202,9 @@ class PositionEncoding(nn.Module):
         default, has the mixed state apply the hooks grid by grid."""
         return None
 
-    def bind(self, grid: int | tuple[int, ...] | GridLayout) -> "BoundEncoding":
+    def bind(self, grid: int | tuple[int, ...] | GridLayout) -> BoundEncoding:
         """This PE prepared for one forward at ``grid`` (or a mixed batch's :class:`~vitpe.pe.mixed.GridLayout`), as a
         typed object whose ``.layer(i)`` gives block ``i``'s hooks with nothing to thread (:mod:`vitpe.pe.bound`)."""
-        from vitpe.pe.bound import BoundEncoding  # (bound.py types its PE with this module)
-
         return BoundEncoding.of(self, grid)
 
     def prepare_mixed(self, layout: GridLayout) -> MixedState:

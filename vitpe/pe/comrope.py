@@ -24,18 +24,13 @@ a skew block's pairs +-i lambda do at lambda = 0.
 from __future__ import annotations
 
 from functools import reduce
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
+from vitpe.pe.base import CommonArgs, Unpack
 from vitpe.pe.generator_rope import GeneratorRope, skew
 from vitpe.pe.registry import register
-
-if TYPE_CHECKING:
-    from typing import Unpack  # (Python 3.11; only read by type checkers)
-
-    from vitpe.pe.base import CommonArgs
 
 
 @register("comrope")

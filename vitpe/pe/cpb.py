@@ -15,20 +15,15 @@ coordinate augmentation in training, here scaling the offsets (:mod:`vitpe.pe.co
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
+from vitpe.pe.base import CommonArgs, Unpack
 from vitpe.pe.coord_augment import CoordAugment
 from vitpe.pe.grid import Grid, relative_index
 from vitpe.pe.registry import register
 from vitpe.pe.sites import BiasEncoding, gather_relative
-
-if TYPE_CHECKING:
-    from typing import Unpack  # (Python 3.11; only read by type checkers)
-
-    from vitpe.pe.base import CommonArgs
 
 
 @register("cpb")

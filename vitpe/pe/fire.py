@@ -27,21 +27,16 @@ the reference grid's offsets unchanged). A learned ``L`` above ``R_a`` makes the
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from vitpe.pe.base import CommonArgs, Unpack
 from vitpe.pe.grid import Grid, relative_index, relative_offsets
 from vitpe.pe.option_checks import positive_number
 from vitpe.pe.registry import register
 from vitpe.pe.sites import BiasEncoding, gather_relative
-
-if TYPE_CHECKING:
-    from typing import Unpack  # (Python 3.11; only read by type checkers)
-
-    from vitpe.pe.base import CommonArgs
 
 
 def inverse_softplus(value: float) -> float:

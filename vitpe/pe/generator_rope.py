@@ -15,20 +15,14 @@ each axis, :mod:`vitpe.pe.comrope`), and a ``b x b`` product per channel block o
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import torch
 
-from vitpe.pe.base import PositionEncoding
+from vitpe.pe.base import CommonArgs, PositionEncoding, Unpack
 from vitpe.pe.coord_augment import CoordAugment
 from vitpe.pe.grid import Grid
 from vitpe.pe.option_checks import non_negative_number
 from vitpe.pe.sites import _autocast_off
-
-if TYPE_CHECKING:
-    from typing import Unpack  # (Python 3.11; only read by type checkers)
-
-    from vitpe.pe.base import CommonArgs
 
 #: A generator RoPE's per-forward state: each layer's rotations, (nH, P + N, Dh/b, b, b).
 GeneratorState = tuple[torch.Tensor, ...]

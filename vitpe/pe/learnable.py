@@ -19,22 +19,17 @@ the table on load.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
+from vitpe.pe.base import CommonArgs, Unpack
 from vitpe.pe.coord_augment import CoordAugment
 from vitpe.pe.grid import Grid
 from vitpe.pe.option_checks import non_negative_number
 from vitpe.pe.registry import register
 from vitpe.pe.resample import check_extrapolation, resample_table, resize_learned_table, sample_table
 from vitpe.pe.sites import AdditiveEncoding
-
-if TYPE_CHECKING:
-    from typing import Unpack  # (Python 3.11; only read by type checkers)
-
-    from vitpe.pe.base import CommonArgs
 
 
 @register("learnable")

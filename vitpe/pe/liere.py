@@ -11,18 +11,13 @@ relative in general (ComRoPE's point). ``F`` starts as N(0, ``init_std``^2), def
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
+from vitpe.pe.base import CommonArgs, Unpack
 from vitpe.pe.generator_rope import GeneratorRope, skew
 from vitpe.pe.registry import register
-
-if TYPE_CHECKING:
-    from typing import Unpack  # (Python 3.11; only read by type checkers)
-
-    from vitpe.pe.base import CommonArgs
 
 
 @register("liere")

@@ -32,19 +32,14 @@ the paper lowers the global slope to extrapolate (1.0 to 0.6 in its ImageNet exp
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 
+from vitpe.pe.base import CommonArgs, Unpack
 from vitpe.pe.grid import Grid, grid_coords
 from vitpe.pe.option_checks import non_negative_number, positive_number
 from vitpe.pe.registry import register
 from vitpe.pe.sites import BiasEncoding
-
-if TYPE_CHECKING:
-    from typing import Unpack  # (Python 3.11; only read by type checkers)
-
-    from vitpe.pe.base import CommonArgs
 
 #: Each layout's directed heads as (direction in degrees, counter-clockwise from "right"; field of view in degrees).
 LAYOUTS: dict[str, tuple[tuple[float, float], ...]] = {

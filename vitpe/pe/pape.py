@@ -27,21 +27,16 @@ softplus(0)). Resize: positions squeezed into the reference range (``interpolate
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vitpe.pe.base import PositionEncoding
+from vitpe.pe.base import CommonArgs, PositionEncoding, Unpack
 from vitpe.pe.grid import Grid
 from vitpe.pe.registry import register
 from vitpe.pe.sites import _autocast_off
-
-if TYPE_CHECKING:
-    from typing import Unpack  # (Python 3.11; only read by type checkers)
-
-    from vitpe.pe.base import CommonArgs
 
 
 def key_features(positions: torch.Tensor, num_prefix: int) -> torch.Tensor:

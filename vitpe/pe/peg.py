@@ -12,19 +12,13 @@ padding lets tokens near the border infer where they are, so it works at any gri
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
-from vitpe.pe.base import PositionEncoding
+from vitpe.pe.base import CommonArgs, PositionEncoding, Unpack
 from vitpe.pe.grid import Grid
 from vitpe.pe.registry import register
-
-if TYPE_CHECKING:
-    from typing import Unpack  # (Python 3.11; only read by type checkers)
-
-    from vitpe.pe.base import CommonArgs
 
 
 @register("peg")

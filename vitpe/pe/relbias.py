@@ -19,21 +19,16 @@ resampled on load.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
+from vitpe.pe.base import CommonArgs, Unpack
 from vitpe.pe.grid import Grid, relative_extent, relative_index
 from vitpe.pe.option_checks import non_negative_number
 from vitpe.pe.registry import register
 from vitpe.pe.resample import resample_table
 from vitpe.pe.sites import BiasEncoding, gather_relative
-
-if TYPE_CHECKING:
-    from typing import Unpack  # (Python 3.11; only read by type checkers)
-
-    from vitpe.pe.base import CommonArgs
 
 
 def resample_relative_tables(tables: torch.Tensor, old_grid: Grid, new_grid: Grid) -> torch.Tensor:

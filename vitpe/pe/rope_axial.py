@@ -21,10 +21,10 @@ or continue (``extrapolate``); ``ntk`` and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import torch
 
+from vitpe.pe.base import CommonArgs, Unpack
 from vitpe.pe.coord_augment import CoordAugment
 from vitpe.pe.frequencies import geometric_frequencies
 from vitpe.pe.frequency_scaling import YARN_ALPHA, YARN_BETA, ScaledFrequencies
@@ -32,11 +32,6 @@ from vitpe.pe.grid import ANCHORS, Grid
 from vitpe.pe.option_checks import positive_number
 from vitpe.pe.registry import register
 from vitpe.pe.sites import RotaryEncoding
-
-if TYPE_CHECKING:
-    from typing import Unpack  # (Python 3.11; only read by type checkers)
-
-    from vitpe.pe.base import CommonArgs
 
 DEFAULT_THETA = {1: 10000.0, 2: 100.0}
 

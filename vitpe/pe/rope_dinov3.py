@@ -21,21 +21,16 @@ extent is 2 coordinate units). Options ``shift``, ``jitter``, ``rescale``: DINOv
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 
+from vitpe.pe.base import CommonArgs, Unpack
 from vitpe.pe.coord_augment import CoordAugment
 from vitpe.pe.frequency_scaling import SCALED_MODES, YARN_ALPHA, YARN_BETA, ScaledFrequencies
 from vitpe.pe.grid import Grid, grid_coords, to_centred
 from vitpe.pe.option_checks import positive_number
 from vitpe.pe.registry import register
 from vitpe.pe.sites import RotaryEncoding
-
-if TYPE_CHECKING:
-    from typing import Unpack  # (Python 3.11; only read by type checkers)
-
-    from vitpe.pe.base import CommonArgs
 
 NORMALIZE = ("separate", "min", "max")
 

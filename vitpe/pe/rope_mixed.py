@@ -19,11 +19,11 @@ Options ``shift``, ``jitter``, ``rescale``: DINOv3's coordinate augmentation in 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
+from vitpe.pe.base import CommonArgs, Unpack
 from vitpe.pe.coord_augment import CoordAugment
 from vitpe.pe.frequencies import geometric_frequencies
 from vitpe.pe.frequency_scaling import SCALED_MODES, YARN_ALPHA, YARN_BETA, ScaledFrequencies
@@ -31,11 +31,6 @@ from vitpe.pe.grid import Grid
 from vitpe.pe.option_checks import positive_number
 from vitpe.pe.registry import register
 from vitpe.pe.sites import RotaryEncoding
-
-if TYPE_CHECKING:
-    from typing import Unpack  # (Python 3.11; only read by type checkers)
-
-    from vitpe.pe.base import CommonArgs
 
 DEFAULT_THETA = {1: 10000.0, 2: 10.0}
 

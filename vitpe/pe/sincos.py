@@ -15,10 +15,10 @@ Layouts (``pos`` in reference units, see ``grid.py``):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import torch
 
+from vitpe.pe.base import CommonArgs, Unpack
 from vitpe.pe.coord_augment import CoordAugment
 from vitpe.pe.frequencies import geometric_frequencies
 from vitpe.pe.frequency_scaling import YARN_ALPHA, YARN_BETA, ScaledFrequencies
@@ -26,11 +26,6 @@ from vitpe.pe.grid import Grid
 from vitpe.pe.option_checks import positive_number
 from vitpe.pe.registry import register
 from vitpe.pe.sites import AdditiveEncoding
-
-if TYPE_CHECKING:
-    from typing import Unpack  # (Python 3.11; only read by type checkers)
-
-    from vitpe.pe.base import CommonArgs
 
 
 @register("sincos")

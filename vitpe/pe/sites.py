@@ -9,19 +9,14 @@
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import torch
 
-from vitpe.pe.base import PositionEncoding, pad_prefix
+from vitpe.pe.base import CommonArgs, PositionEncoding, Unpack, pad_prefix
 from vitpe.pe.mixed import GridLayout
 from vitpe.pe.grid import Grid
 from vitpe.pe.rotary import rotate_pairs, rotate_qk_of_qkv
-
-if TYPE_CHECKING:
-    from typing import Unpack  # (Python 3.11; only read by type checkers)
-
-    from vitpe.pe.base import CommonArgs
 
 
 class AdditiveEncoding(PositionEncoding):

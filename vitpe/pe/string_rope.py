@@ -17,23 +17,17 @@ Options, resize modes (``interpolate``, ``extrapolate``, ``ntk``, ``yarn``) and 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
-from vitpe.pe.base import PositionEncoding
+from vitpe.pe.base import CommonArgs, PositionEncoding, Unpack
 from vitpe.pe.frequency_scaling import YARN_ALPHA, YARN_BETA
 from vitpe.pe.generator_rope import skew
 from vitpe.pe.registry import register
 from vitpe.pe.rope_axial import AxialRope
 from vitpe.pe.rotary import rotate_pairs
 from vitpe.pe.sites import _autocast_off
-
-if TYPE_CHECKING:
-    from typing import Unpack  # (Python 3.11; only read by type checkers)
-
-    from vitpe.pe.base import CommonArgs
 
 #: STRING's per-forward state: RoPE's (cos, sin), each (P + N, Dh/2), and each layer's P, (nH, Dh, Dh).
 StringState = tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]

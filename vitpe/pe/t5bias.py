@@ -15,19 +15,14 @@ offsets (the log buckets were made for that). A 2D grid raises ``ValueError``.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
+from vitpe.pe.base import CommonArgs, Unpack
 from vitpe.pe.grid import Grid, relative_index, relative_offsets
 from vitpe.pe.registry import register
 from vitpe.pe.sites import BiasEncoding, gather_relative
-
-if TYPE_CHECKING:
-    from typing import Unpack  # (Python 3.11; only read by type checkers)
-
-    from vitpe.pe.base import CommonArgs
 
 
 def t5_buckets(offset: torch.Tensor, num_buckets: int = 32, max_distance: int = 128) -> torch.Tensor:
