@@ -68,10 +68,7 @@ class LayerHooks:
     def rotate_qk(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """q,k site: queries and keys (B, nH, P + N, Dh) -> (q, k); PaPE returns them with more channels than v."""
         b = self.bound
-        if b.mixed:  # a mixed batch's hooks take the stacked projections; k stands in for v, which is not rotated
-            q, k, _ = b.state.rotate_qkv(torch.stack((q, k, k)), self.index)
-            return q, k
-        return b.pe.rotate_qk(q, k, b.state, self.index)
+        return b.state.rotate_qk(q, k, self.index) if b.mixed else b.pe.rotate_qk(q, k, b.state, self.index)
 
     def rotate_qkv(self, qkv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q,k site on stacked projections (3, B, nH, P + N, Dh) -> (q, k, v): a rotary PE's fused form."""

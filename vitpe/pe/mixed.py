@@ -159,12 +159,22 @@ class MixedState:
         self._check(qkv.shape[-2], "qkv")
         if "qk" not in self.pe.sites:
             return qkv[0], qkv[1], qkv[2]
-        if self.batched is not None:  # one rotation of the whole batch by per-image angles
+        if self.batched is not None:  # one fused rotation of the whole batch by per-image angles
             return self.pe.rotate_qkv(qkv, self.batched, layer)
-        rotated = [self.pe.rotate_qkv(qkv[:, group.rows, :, :group.tokens], state, layer)[:2]  # a copy per group
-                   for group, state in zip(self.layout.groups, self.states)]  # (3, b, nH, t, Dh) -> q, k (b, nH, t, E)
+        return (*self.rotate_qk(qkv[0], qkv[1], layer), qkv[2])
+
+    def rotate_qk(self, q: torch.Tensor, k: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """q,k site on queries and keys given apart, each (B, nH, T, Dh) -> (q, k), as :meth:`rotate_qkv` rotates
+        them."""
+        self._check(q.shape[-2], "q")
+        if "qk" not in self.pe.sites:
+            return q, k
+        if self.batched is not None:  # the whole batch by per-image angles
+            return self.pe.rotate_qk(q, k, self.batched, layer)
+        rotated = [self.pe.rotate_qk(q[group.rows, :, :group.tokens], k[group.rows, :, :group.tokens], state, layer)
+                   for group, state in zip(self.layout.groups, self.states)]  # (b, nH, t, Dh) -> (b, nH, t, E) each
         q, k = (self.layout.assemble([part[i] for part in rotated], dim=2) for i in (0, 1))  # (B, nH, T, E) each
-        return q, k, qkv[2]
+        return q, k
 
     def attention_bias(self, layer: int) -> torch.Tensor:
         """Logits site: (B, nH, T, T), each image's bias on its own grid with its padding keys masked; the key mask
