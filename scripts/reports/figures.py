@@ -10,7 +10,7 @@ band, the training size (or range) shaded.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 FOLDER = "results/figures"
@@ -34,8 +34,6 @@ class Panel:
     lines: list[Line]
     #: the training sizes, shaded: (low, high), equal for one size
     trained: tuple[float, float] | None = None
-    note: str = ""
-    extra: dict = field(default_factory=dict)
 
 
 def figure_data(panels: list[Panel]) -> dict:
@@ -79,8 +77,6 @@ def draw(panels: list[Panel], path: Path) -> None:
         ax.set_xlabel(panel.xlabel)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, frameon=False)
-        if panel.note:
-            ax.text(0.02, 0.02, panel.note, transform=ax.transAxes, fontsize=7, color="0.35")
     axes[0][0].set_ylabel(panels[0].ylabel)
     fig.tight_layout()
     save_figure_atomic(fig, path, dpi=110)
