@@ -23,7 +23,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from reports import FIGURES, TABLES, VALUES  # one module per study (scripts/reports/), each adding its tables and numbers
+from reports import FIGURES, TABLES, VALUES  # one module per study (scripts/reports/): tables, numbers, figures
 from reports.figures import FOLDER, stale_or_write
 from reports.pages import MARKERS
 from reports.table_cells import table_rows
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             unused.append(f"figure:{name}")
         reason = stale_or_write(name, panels, args.root, args.check)
         if reason:
-            stale_figures.append(reason)
+            stale_figures.append((name, reason))
     if unused:
         errors.append(f"no page shows {', '.join(unused)}")
     for error in errors:
@@ -158,14 +158,15 @@ def main(argv: list[str] | None = None) -> int:
     if errors:
         return 1
     if args.check and (stale or stale_figures):
-        out_of_date = [str(p.relative_to(args.root)) for p in stale] + [f"figure {r}" for r in stale_figures]
+        out_of_date = [str(p.relative_to(args.root)) for p in stale]
+        out_of_date += [f"figure {reason}" for _, reason in stale_figures]
         print(f"out of date with their records: {'; '.join(out_of_date)}; run python scripts/report.py",
               file=sys.stderr)
         return 1
     for path in [] if args.check else stale:
         print(f"rewrote {path.relative_to(args.root)}")
-    for reason in [] if args.check else stale_figures:
-        print(f"redrew {reason.split(':')[0]} ({FOLDER})")
+    for name, _ in [] if args.check else stale_figures:
+        print(f"redrew {FOLDER}/{name}.png")
     return 0
 
 

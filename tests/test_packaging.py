@@ -44,7 +44,8 @@ def test_every_declared_dependency_is_imported() -> None:
     """No dependency that nothing imports (the `train` extra by the package, `dev` by the tests, `bench` by the
     benchmarks); pytest-xdist is a pytest plugin, used by the test command's -n."""
     extras = PROJECT["optional-dependencies"]
-    uses = {"train": imported_modules("vitpe"), "dev": imported_modules("tests"), "bench": imported_modules("benchmarks")}
+    uses = {"train": imported_modules("vitpe"), "dev": imported_modules("tests"),
+            "bench": imported_modules("benchmarks")}
     for extra, requirements in extras.items():
         for requirement in requirements:
             name = distribution(requirement)

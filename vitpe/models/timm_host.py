@@ -46,7 +46,8 @@ class HostedAttention(Attention):
         q, k, v = qkv.unbind(0)
         q, k = hooks.rotate_qk(self.q_norm(q), self.k_norm(k))  # (B, nH, N, Dh'), Dh' > Dh for PaPE
         mask = joined_mask(hooks.attention_bias(), attn_mask, q.dtype)
-        x = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.attn_drop.p if self.training else 0.0,
+        dropout = self.attn_drop.p if self.training else 0.0
+        x = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
                                            is_causal=is_causal and mask is None)  # (B, nH, N, Dh)
         x = x.transpose(1, 2).reshape(B, N, -1)  # (B, N, nH * Dh)
         x = getattr(self, "norm", torch.nn.Identity())(x)

@@ -59,8 +59,9 @@ class _RequiredArgs(TypedDict):
 
 class CommonArgs(_RequiredArgs, total=False):
     """The keyword arguments every PE takes (documented on :class:`PositionEncoding`): a PE's constructor passes them
-    on as ``**common: Unpack[CommonArgs]`` (both importable from here), so that an editor and a type checker know them; ``help()`` and
-    ``inspect.signature`` show them with each PE's own options (:func:`vitpe.pe.registry.full_signature`)."""
+    on as ``**common: Unpack[CommonArgs]`` (both importable from here), so that an editor and a type checker know
+    them; ``help()`` and ``inspect.signature`` show them with each PE's own options
+    (:func:`vitpe.pe.registry.full_signature`)."""
 
     depth: int | None
     num_prefix_tokens: int

@@ -54,7 +54,8 @@ class RelativePositionBias(BiasEncoding):
     per_layer = True
     layered = True
 
-    def __init__(self, init_std: float = 0.02, scale: float = 1.0, class_bias: bool = False, **common: Unpack[CommonArgs]) -> None:
+    def __init__(self, init_std: float = 0.02, scale: float = 1.0, class_bias: bool = False,
+                 **common: Unpack[CommonArgs]) -> None:
         super().__init__(**common)
         if not scale > 0:
             raise ValueError(f"relbias: scale must be positive, got {scale}")
